@@ -119,7 +119,7 @@ def _check_hidden(program: ir.Program, spans) -> None:
             for key in keys:
                 bad = _ir_attrs(key) & tainted
                 if bad:
-                    raise _err(f"pool `{pool.name}`'s {what} key reads `{sorted(bad)[0]}`, derived from a hidden "
+                    raise _err(f"pool `{pool.name}`'s {what} key reads `{sorted(bad)[0]}`, hidden or derived from a hidden "
                                "attribute: the scheduler may not read it", spans.get(id(key)))
 
 

@@ -87,6 +87,7 @@ class Linker:
         self.joins = 0
         self.lease_pools: set[tuple] = set()
         self.release_outside: list[tuple[tuple, A.Span, str]] = []
+        self.assigned_names: set[str] = set()
 
     # ================================================================ entry
     def link(self) -> ir.Program:
@@ -151,6 +152,11 @@ class Linker:
                 if p in self.decls and self.decls[p].kind != "def":
                     raise _err(f"parameter `{p}` of `{d.name}` has the name of a {self.decls[p].kind}", d.span)
 
+        # -- at admission bindings keep their names to themselves
+        raw_bodies = [b for blocks in (workload.init, workload.turn, workload.session) for b in blocks]
+        raw_bodies += [sv.body for sv in servers] + [d.body for d in definitions.values() if d.body is not None]
+        self._check_bindings(raw_bodies)
+
         # -- the kernel AST: defs, aggregates, branch with, at admission
         self.expander = Expander(definitions, self._count_value, self._name_taken)
         workload = self._expand_workload(workload)
@@ -200,7 +206,7 @@ class Linker:
     def _name_taken(self, name: str) -> bool:
         return (name in self.decls or name in C.CONTEXT_VARIABLES or name in C.SUPPLIED_NAMES
                 or name in C.BUILTIN_ATTRIBUTES or name in C.TRACE_ATTRIBUTES
-                or name in getattr(self, "attributes", {}) or name in C.FUNCTIONS
+                or name in self.assigned_names or name in C.FUNCTIONS
                 or name in C.POOL_OBSERVABLES or name in C.STAGE_OBSERVABLES)
 
     def _check_not_supplied(self, name: str, what: str, span: A.Span) -> None:
@@ -224,6 +230,62 @@ class Linker:
             raise _err(f"{self._ARTICLE[kind]} `{name}` has the name of {self._ARTICLE[prior.kind]} "
                        f"declared at {prior.span}: names of different kinds do not collide", span)
         self.decls[name] = Decl(kind, span)
+
+    def _check_bindings(self, bodies: list[list[A.Stmt]]) -> None:
+        set_names = {st.target.name for body in bodies for st in _all_stmts(body)
+                     if isinstance(st, A.Set) and st.target.is_bare}
+        set_names |= {st.name for body in bodies for st in _all_stmts(body)
+                      if isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose, A.CostFieldsDecl, A.Observe))}
+        self.assigned_names = set_names
+        holds = [st for body in bodies for st in _all_stmts(body) if isinstance(st, A.Hold) and st.bindings]
+        if not holds:
+            return
+        bound: dict[str, A.Span] = {}
+        for h in holds:
+            for b in h.bindings:
+                self._check_not_supplied(b.name, "an `at admission` binding", b.span)
+                prior = self.decls.get(b.name)
+                if prior is not None:
+                    raise _err(f"binding `{b.name}` has the name of {self._ARTICLE[prior.kind]} declared at "
+                               f"{prior.span}: a binding's name is its own", b.span)
+                if b.name in set_names:
+                    raise _err(f"binding `{b.name}` has the name of an attribute the program sets: "
+                               "a binding's name is its own", b.span)
+                bound.setdefault(b.name, b.span)
+
+        def visit(body: list[A.Stmt], in_scope: frozenset[str]) -> None:
+            for st in body:
+                if isinstance(st, A.Hold):
+                    names = [b.name for b in st.bindings]
+                    header = [p.units for p in st.pools] + [p.reserve for p in st.pools if p.reserve] + \
+                             ([st.reuse] if st.reuse else [])
+                    for i, b in enumerate(st.bindings):
+                        for n in walk_expr(b.value):
+                            if isinstance(n, A.Ref) and n.is_bare and n.name in names[i:] and n.name not in in_scope:
+                                raise _err(f"binding `{st.bindings[i].name}` reads `{n.name}`: a binding reads "
+                                           "only the ones before it in its clause", n.span)
+                    inner = in_scope | frozenset(names)
+                    for e in header:
+                        _refuse_bound(e, inner)
+                    for e in ([st.cache] if st.cache else []) + ([st.lease[1]] if st.lease else []):
+                        _refuse_bound(e, inner)
+                    visit(st.body, inner)
+                    continue
+                for e in _direct_exprs(st):
+                    _refuse_bound(e, in_scope)
+                for attr in ("body", "then", "otherwise"):
+                    inner_body = getattr(st, attr, None)
+                    if isinstance(inner_body, list):
+                        visit(inner_body, in_scope)
+
+        def _refuse_bound(e: A.Expr, in_scope: frozenset[str]) -> None:
+            for n in walk_expr(e):
+                if isinstance(n, A.Ref) and n.is_bare and n.name in bound and n.name not in in_scope:
+                    raise _err(f"`{n.name}` is an `at admission` binding (at {bound[n.name]}): it is read only "
+                               "in the holds that bind it", n.span)
+
+        for body in bodies:
+            visit(body, frozenset())
 
     # ================================================================ constants
     def _constant(self, c: A.Constant) -> None:
@@ -320,13 +382,6 @@ class Linker:
         session = w.session[0] if w.session else None
         if session is not None and not _contains(session, A.Turn):
             raise _err("the session block has no `turn;`: an explicit session submits its turns", w.span)
-        for name, span in w.hidden:
-            if name in C.SCHEDULER_ATTRIBUTES:
-                raise _err(f"`hidden {name}`: {name} is set by the scheduler and cannot be hidden", span)
-            a = self.attributes.get(name)
-            if a is None or a.side != "session":
-                raise _err(f"`hidden {name}`: {name} is not an attribute the workload draws or sets", span)
-            a.hidden = True
         return ir.Workload(
             arrival=arrival,
             init=self._block(w.init[0], StmtScope("init")) if w.init else [],
@@ -397,6 +452,13 @@ class Linker:
                     if s.name in C.CLIENT_METRICS:
                         raise _err(f"observe `{s.name}`: the report's client section already has `{s.name}`", s.span)
                     self.observes.setdefault(s.name, s.span)
+        for name, span in w.hidden:
+            if name in C.SCHEDULER_ATTRIBUTES:
+                raise _err(f"`hidden {name}`: {name} is set by the scheduler and cannot be hidden", span)
+            a = self.attributes.get(name)
+            if a is None or a.side not in ("session", "builtin") or name in C.BUILTIN_ATTRIBUTES:
+                raise _err(f"`hidden {name}`: {name} is not an attribute the workload draws or sets", span)
+            a.hidden = True
         for name, span in self.observes.items():
             if name in self.attributes and self.attributes[name].side != "builtin":
                 raise _err(f"observe `{name}` has the name of an attribute the program sets", span)
@@ -1158,6 +1220,23 @@ def _all_stmts(body: list[A.Stmt]):
             inner = getattr(s, attr, None)
             if isinstance(inner, list):
                 yield from _all_stmts(inner)
+
+
+def _direct_exprs(st) -> list[A.Expr]:
+    """The expressions a statement reads itself (not those of the blocks it holds)."""
+    out: list[A.Expr] = []
+    for name in ("value", "amount", "work", "test", "count"):
+        v = getattr(st, name, None)
+        if v is not None and not isinstance(v, list):
+            out.append(v)
+    for name in ("keys", "args"):
+        out.extend(getattr(st, name, None) or [])
+    for name in ("pool", "growing", "target"):
+        v = getattr(st, name, None)
+        if isinstance(v, A.Ref):
+            out.append(v)
+    out.extend(getattr(st, "stages", None) or [])
+    return out
 
 
 def _contains(body: list[A.Stmt], kind) -> bool:

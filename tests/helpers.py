@@ -1,0 +1,42 @@
+"""Shared test helpers: link a program text and catch the refusal."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serq.errors import SerqError
+from serq.link import link_file
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def program(decls: str = "", server: str = "run svc (cost(svc, s));", workload: str | None = None,
+            prelude: str = "") -> str:
+    """A small kernel program around the parts a test varies."""
+    if workload is None:
+        workload = "arrive poisson(1); turn { Size s = ~exp(1); }"
+    return f"""{prelude}
+fn main() {{
+  stage svc : fifo;
+  pool kv {{ cap 100; }}
+  {decls}
+  workload {{ {workload} }}
+  server {{ {server} }}
+}}
+"""
+
+
+def link_source(text: str, tmp_path: Path | None = None, name: str = "prog.sq", supplied=None):
+    if tmp_path is not None:
+        path = tmp_path / name
+        path.write_text(text)
+        return link_file(path, supplied)
+    return link_file(name, supplied, None, text)
+
+
+def refused(text: str, tmp_path: Path | None = None, supplied=None) -> SerqError:
+    with pytest.raises(SerqError) as info:
+        link_source(text, tmp_path, supplied=supplied)
+    return info.value
