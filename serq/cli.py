@@ -11,6 +11,7 @@ import click
 
 from serq.errors import SerqError, render
 from serq.leangen.commands import lean
+from serq.sim.commands import run
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +21,7 @@ def main() -> None:
 
 
 main.add_command(lean)
+main.add_command(run)
 
 
 def fail(error: SerqError, sources: dict[str, str] | None = None) -> None:
