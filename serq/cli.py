@@ -144,16 +144,25 @@ def program_files(paths: tuple[str, ...]) -> list[Path]:
 @click.argument("paths", nargs=-1, required=True)
 @guarded
 def check_command(paths) -> None:
-    """Link every program named (folders: every *.sq with a `fn main`); report each refusal."""
+    """Link every program named (folders: every *.sq with a `fn main`; a .json file is IR,
+    validated as IR written by hand is); report each refusal."""
     from serq.link import link_file
+    from serq.ir.validate import load_ir
     failed = 0
     files = program_files(paths)
     for f in files:
         try:
-            link_file(f)
+            if f.suffix == ".json":
+                load_ir(str(f))
+            else:
+                link_file(f)
         except SerqError as e:
             failed += 1
             click.echo(render(e, _sources_of(e)), err=True)
     click.echo(f"{len(files) - failed} of {len(files)} program(s) link", err=True)
     if failed:
         sys.exit(1)
+
+
+if __name__ == "__main__":
+    main()

@@ -9,6 +9,7 @@ diff cleanly and `serq ir` is byte-for-byte reproducible.
 from __future__ import annotations
 
 import json
+import math
 from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
@@ -17,6 +18,8 @@ IR_VERSION = 1
 
 
 def _canonical_number(v: int | float) -> int | float:
+    if isinstance(v, float) and not math.isfinite(v):
+        raise ValueError("a number in the IR is finite (an unbounded cap or horizon is the string \"inf\")")
     if isinstance(v, float) and v.is_integer():
         return int(v)
     return v

@@ -196,6 +196,8 @@ class Linker:
         )
         from serq.link import flow
         flow.check_program(self, program, workload, server_body, servers[0].span if servers else None)
+        from serq.ir.validate import validate
+        validate(program)  # what the linker wrote keeps the IR's contract, as IR written by hand must
         return program
 
     def _vocabulary(self, what: str, span: A.Span) -> None:
