@@ -26,7 +26,7 @@ CASES = [
     ("observe-supplied-name", P(server="observe now = 1; run svc (cost(svc, s));"), "may not be named `now`", None),
     ("stage-trace-attribute", P(decls="stage think : delay;"), "built-in session attribute", None),
     ("pool-builtin-attribute", P(decls="pool cached { cap 1; }"), "built-in session attribute", None),
-    ("let-beside-stage", P(decls="let svc = 1;"), "has the name of a stage", None),
+    ("let-beside-stage", P(decls="let svc = 1;"), "a stage `svc` has the name of a let", None),
     ("observe-beside-stage", P(server="observe svc = 1; run svc (cost(svc, s));"), "observe `svc` has the name of a stage", None),
     ("pool-twice", P(decls="pool kv { cap 2; }"), "declared twice", None),
     ("gauge-named-attribute", P(decls="gauge s = busy(svc);"), "has the name of", None),
@@ -140,7 +140,7 @@ CASES = [
     ("def-drawing-argument", P(prelude="def f(x) { x + x }", server="run svc (cost(svc, f(~exp(1))));"), "argument `x` of `f` draws", None),
     ("def-statements-in-expression", P(prelude="def f(x) { run svc (cost(svc, x)); }", server="run svc (cost(svc, f(1)));"), "a def of statements", None),
     # -- vocabulary (lowered by serq.lower)
-    ("engine-not-lowered", P(decls="device gpu { kv cap 1; }"), "parse-time vocabulary", None),
+    ("device-capacity-without-pool", P(decls="device gpu { kv2 cap 1; }"), "which no `pool kv2 on gpu` declares", None),
 ]
 
 

@@ -59,6 +59,8 @@ CONTEXT_VARIABLES: dict[str, tuple[str, frozenset[Moment]]] = {
         M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
     "kv_prefill": ("the KV positions of the prefilling requests", frozenset({
         M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
+    "waiting_holds": ("the holds waiting in the queues the step stage admits (waiting.count)", frozenset({
+        M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
     "tokens": ("the tokens the iteration schedules (batch.tokens)", frozenset({
         M.STEP_CHUNK, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
     "prefilled": ("the prefill tokens the iteration schedules (batch.prefilled)", frozenset({

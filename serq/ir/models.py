@@ -45,7 +45,7 @@ class Loc(Node):
 # ------------------------------------------------------------------ expressions
 ContextVar = Literal[
     "now", "present", "waited", "decoding", "admission", "remaining", "position",
-    "residents", "decoders", "kv_decode", "kv_prefill", "tokens", "prefilled", "attention",
+    "residents", "decoders", "kv_decode", "kv_prefill", "waiting_holds", "tokens", "prefilled", "attention",
     "preempted", "admitted", "demand", "served", "arrived",
 ]
 FunctionName = Literal["min", "max", "floor", "ceil", "abs", "sqrt", "exp", "log", "pow", "reusable"]
@@ -521,9 +521,19 @@ for _model in list(globals().values()):
         _model.model_rebuild()
 
 
+def _canonical(data):
+    if isinstance(data, float) and data.is_integer():
+        return int(data)
+    if isinstance(data, dict):
+        return {k: _canonical(v) for k, v in data.items()}
+    if isinstance(data, list):
+        return [_canonical(v) for v in data]
+    return data
+
+
 def to_json(program: Program) -> str:
     """The canonical JSON text of a program: sorted keys, no absent fields, integral numbers as integers."""
-    data = program.model_dump(mode="json", exclude_none=True)
+    data = _canonical(program.model_dump(mode="json", exclude_none=True))
     return json.dumps(data, sort_keys=True, indent=2, ensure_ascii=False, allow_nan=False) + "\n"
 
 

@@ -99,24 +99,28 @@ class Linker:
         for d in self.unit.definitions:
             self._declare(d.name, "def", d.span)
             definitions[d.name] = d
-        workload: A.WorkloadDecl | None = None
-        servers: list[A.ServerDecl] = []
-        pool_items: list[A.PoolDecl] = []
-        stage_items: list[A.StageDecl] = []
-        gauges: list[A.GaugeDecl] = []
-        claims: list[A.ClaimDecl] = []
-        shares: list[A.ShareDecl] = []
         for item in main.items:
             if isinstance(item, A.Constant):
                 self._constant(item)
             elif isinstance(item, A.Input):
                 self._input(item)
-            elif isinstance(item, A.PoolDecl):
-                if item.owner is not None:
-                    self._vocabulary(f"`pool {item.name} on {item.owner}`", item.span)
+        self.assigned_names = _assigned_names(main.items)
+        self.expander = Expander(definitions, self._count_value, self._name_taken)
+        from serq.lower import lower
+        kernel_items = lower([i for i in main.items if not isinstance(i, (A.Constant, A.Input))],
+                             self.expander.expr, self._const_or_none)
+        workload: A.WorkloadDecl | None = None
+        servers: list[A.ServerDecl] = []
+        pool_items: list[A.PoolDecl] = []
+        stage_items: list[A.StageDecl | A.StepStageDecl] = []
+        gauges: list[A.GaugeDecl] = []
+        claims: list[A.ClaimDecl] = []
+        shares: list[A.ShareDecl] = []
+        for item in kernel_items:
+            if isinstance(item, A.PoolDecl):
                 self._declare(item.name, "pool", item.span)
                 pool_items.append(item)
-            elif isinstance(item, A.StageDecl):
+            elif isinstance(item, (A.StageDecl, A.StepStageDecl)):
                 self._declare(item.name, "stage", item.span)
                 stage_items.append(item)
             elif isinstance(item, A.WorkloadDecl):
@@ -133,9 +137,7 @@ class Linker:
                 claims.append(item)
             elif isinstance(item, A.ShareDecl):
                 shares.append(item)
-            elif type(item) in _VOCABULARY:
-                self._vocabulary(_VOCABULARY[type(item)], item.span)
-            else:  # pragma: no cover - the loader sorted the rest out
+            else:  # pragma: no cover - the loader and serq.lower sorted the rest out
                 raise _err("this declaration does not stand inside main", item.span)
         for unsupplied in sorted(set(self.supplied) - {i.arg for i in self.inputs}):
             declared = ", ".join(sorted(i.arg for i in self.inputs)) or "none"
@@ -158,7 +160,6 @@ class Linker:
         self._check_bindings(raw_bodies)
 
         # -- the kernel AST: defs, aggregates, branch with, at admission
-        self.expander = Expander(definitions, self._count_value, self._name_taken)
         workload = self._expand_workload(workload)
         server_body = self.expander.stmts(servers[0].body) if servers else []
         gauges = [A.GaugeDecl(g.name, self.expander.expr(g.value), g.span) for g in gauges]
@@ -172,10 +173,13 @@ class Linker:
         for p in pool_items:
             self.pool_decls[p.name] = p
             self.pools[p.name] = self._pool_shell(p)
-        for s in stage_items:
-            self.stages[s.name] = self._stage(s)
+        for s in stage_items:  # in declaration order: the IR keeps it
+            self.stages[s.name] = self._step_shell(s) if isinstance(s, A.StepStageDecl) else self._stage(s)
         for p in pool_items:
             self._pool_options(p)
+        for s in stage_items:
+            if isinstance(s, A.StepStageDecl):
+                self._step(s)
 
         self.workload_ir = self._workload(workload)
         server_ir = self._block(server_body, StmtScope("server"))
@@ -199,6 +203,12 @@ class Linker:
         from serq.ir.validate import validate
         validate(program)  # what the linker wrote keeps the IR's contract, as IR written by hand must
         return program
+
+    def _const_or_none(self, e: A.Expr) -> float | None:
+        try:
+            return self._const_eval(e, "a constant").value
+        except SerqError:
+            return None
 
     def _vocabulary(self, what: str, span: A.Span) -> None:
         raise _err(f"{what} is parse-time vocabulary, lowered onto the kernel by `serq.lower`, "
@@ -238,7 +248,7 @@ class Linker:
                      if isinstance(st, A.Set) and st.target.is_bare}
         set_names |= {st.name for body in bodies for st in _all_stmts(body)
                       if isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose, A.CostFieldsDecl, A.Observe))}
-        self.assigned_names = set_names
+        set_names |= self.assigned_names
         holds = [st for body in bodies for st in _all_stmts(body) if isinstance(st, A.Hold) and st.bindings]
         if not holds:
             return
@@ -426,9 +436,7 @@ class Linker:
         for side, body in blocks:
             for s in _all_stmts(body):
                 if isinstance(s, A.Set):
-                    if not s.target.is_bare:
-                        raise _err(f"`set {_show_ref(s.target)}`: a set names a session attribute", s.target.span)
-                    self._attribute(s.target.name, "number", side, s.span)
+                    self._attribute(self._set_target(s.target), "number", side, s.span)
                 elif isinstance(s, A.SizeDecl):
                     if side != "session":
                         raise _err(f"`Size {s.name}` in the server: a Size is a workload quantity, drawn or set "
@@ -466,6 +474,17 @@ class Linker:
                 raise _err(f"observe `{name}` has the name of an attribute the program sets", span)
             self.decls[name] = Decl("observe", span)
 
+    def _set_target(self, target: A.Ref) -> str:
+        """A set names an attribute; `E.m` (a mark of engine or queue E) is the attribute `E.m`."""
+        if target.is_bare:
+            return target.name
+        dotted = target.dotted()
+        if dotted is not None and len(target.selectors) == 1 and target.name in self.decls \
+                and self.decls[target.name].kind == "stage":
+            return dotted
+        raise _err(f"`set {_show_ref(target)}`: a set names a session attribute (or `E.m`, a mark of a stage E)",
+                   target.span)
+
     def _attribute(self, name: str, type_: str, side: str, span: A.Span) -> None:
         if name in C.CONTEXT_VARIABLES or name in C.SUPPLIED_NAMES:
             raise _err(f"`set {name}`: `{name}` is a name the language supplies, not an attribute", span)
@@ -492,7 +511,7 @@ class Linker:
     # ================================================================ pools and stages
     def _pool_shell(self, p: A.PoolDecl) -> ir.Pool:
         count = self._count_value(p.count, f"the size of pool array `{p.name}`") if p.count is not None else 1
-        return ir.Pool(name=p.name, count=count)
+        return ir.Pool(name=p.name, count=count, admit_via=p.admit_via, memory_of=p.memory_of)
 
     def _pool_options(self, p: A.PoolDecl) -> None:
         pool = self.pools[p.name]
@@ -562,6 +581,52 @@ class Linker:
             service = ir.Ps(capacity=ir.Ctx(var="present"))  # delay is ps(present)
         return ir.Stage(name=s.name, count=count, service=service)
 
+    def _step_shell(self, s: A.StepStageDecl) -> ir.Stage:
+        count = self._count_value(s.count, f"the size of engine family `{s.name}`") if s.count is not None else 1
+        registers = []
+        for name, value, span in s.registers:
+            self._check_not_supplied(name, "a register", span)
+            v = self._const_eval(value, f"register `{name}`").value
+            if not math.isfinite(v):
+                raise _err(f"register `{name}` starts at {format_number(v)}: a register is a finite number", span)
+            registers.append(ir.Register(name=name, init=v))
+        service = ir.Step(budget=ir.Num(value=0), cost=ir.Num(value=0), registers=registers)
+        return ir.Stage(name=s.name, count=count, service=service)
+
+    def _step(self, s: A.StepStageDecl) -> None:
+        """An engine's step stage, its expressions read at the moments of an iteration."""
+        step = self.stages[s.name].service
+        assert isinstance(step, ir.Step)
+        step.budget = self._numeric_expr(s.budget, M.STEP_BUDGET, f"the tokens cap of `{s.name}`", s.name)
+        step.cost = self._numeric_expr(s.cost, M.STEP_COST, f"the execute of `{s.name}`", s.name)
+        if s.chunk is not None:
+            step.chunk = self._numeric_expr(s.chunk, M.STEP_CHUNK, f"the each at most of `{s.name}`", s.name)
+        if s.granule is not None:
+            step.granule = self._numeric_expr(s.granule, M.STEP_CHUNK, f"the granule of `{s.name}`", s.name)
+        kind, keys = s.serve
+        if kind == "exclusive_prefill":
+            step.serve = ir.ServeExclusivePrefill()
+        else:
+            step.serve = ir.ServeBy(keys=[self._numeric_expr(k, M.STEP_SERVE, "a serve key", s.name) for k in keys])
+        if s.iteration is not None:
+            step.iteration = [self._iter_stmt(x, s.name) for x in s.iteration]
+
+    def _iter_stmt(self, x, stage: str):
+        if isinstance(x, A.SAdvance):
+            return ir.IterServe(only=self._numeric_expr(x.only, M.STEP_SERVE, "an only predicate", stage)
+                                if x.only is not None else None)
+        if isinstance(x, A.SAdmit):
+            return ir.IterAdmit(
+                only=self._numeric_expr(x.only, M.STEP_SERVE, "an only predicate", stage) if x.only is not None else None,
+                gate=self._numeric_expr(x.guard, M.STEP_GUARD, "an admit guard", stage) if x.guard is not None else None)
+        if isinstance(x, A.SBranch):
+            return ir.IterBranch(test=self._numeric_expr(x.test, M.STEP_GUARD, "a schedule's branch guard", stage),
+                                 then=[self._iter_stmt(y, stage) for y in x.then],
+                                 otherwise=[self._iter_stmt(y, stage) for y in (x.otherwise or [])])
+        if isinstance(x, A.SSet):
+            return ir.IterSet(name=x.name, value=self._numeric_expr(x.value, M.STEP_GUARD, "a register's value", stage))
+        raise _err("not a schedule statement", getattr(x, "span", None))  # pragma: no cover
+
     def _ref_index(self, ref: A.Ref, count: int, what: str, moment: M) -> ir.Expr | None:
         idx = [s for s in ref.selectors if isinstance(s, A.IndexSel)]
         fields_ = [s for s in ref.selectors if isinstance(s, A.FieldSel)]
@@ -602,8 +667,8 @@ class Linker:
         return " declared in this program"
 
     # ================================================================ expressions
-    def _numeric_expr(self, e: A.Expr, moment: M, what: str) -> ir.Expr:
-        out, t = self._expr(e, moment)
+    def _numeric_expr(self, e: A.Expr, moment: M, what: str, stage: str | None = None) -> ir.Expr:
+        out, t = self._expr(e, moment, stage)
         self._numeric(t, what, e.span)
         return out
 
@@ -622,7 +687,7 @@ class Linker:
         if isinstance(e, A.Inf):
             return ir.Inf(), None
         if isinstance(e, A.Ref):
-            return self._name(e, moment)
+            return self._name(e, moment, stage)
         if isinstance(e, A.Unary):
             arg, t = self._expr(e.operand, moment, stage)
             if e.op == "!":
@@ -667,12 +732,15 @@ class Linker:
             raise _err(f"`{e.op}` compares {_type_name(lt)} with {_type_name(rt)}", e.span)
         return None
 
-    def _name(self, e: A.Ref, moment: M) -> tuple[ir.Expr, Type]:
+    def _name(self, e: A.Ref, moment: M, stage: str | None = None) -> tuple[ir.Expr, Type]:
         name = e.name
         if not e.is_bare:
             dotted = e.dotted()
             if dotted is not None and dotted in self.attributes:
                 return self._attr(dotted, e, moment)
+            reg = self._register(e, moment, stage)
+            if reg is not None:
+                return reg, None
             if name in ("running", "waiting", "batch"):
                 raise _err(f"`{_show_ref(e)}` is an engine's value, read in an engine's clauses", e.span)
             if name in self.pools or name in self.stages:
@@ -704,6 +772,23 @@ class Linker:
         if name in C.TRACE_ATTRIBUTES:
             raise _err(f"`{name}` is a trace attribute: it exists only with `trace \"file.csv\";`", e.span)
         raise _err(f"unknown name `{name}`", e.span)
+
+    def _register(self, e: A.Ref, moment: M, stage: str | None) -> ir.Expr | None:
+        """`E.NAME`: a register of step stage E, read by its engine, a gauge, a claim, a pool's key, a header."""
+        if len(e.selectors) != 1 or not isinstance(e.selectors[0], A.FieldSel) or e.name not in self.stages:
+            return None
+        service = self.stages[e.name].service
+        if not isinstance(service, ir.Step):
+            return None
+        name = e.selectors[0].name
+        if name not in {r.name for r in service.registers}:
+            return None
+        if moment not in C.REGISTER_MOMENTS:
+            raise _err(f"register `{e.name}.{name}` is not read in {_moment_text(moment)}", e.span)
+        if stage is not None and stage != e.name and moment in (M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE,
+                                                                 M.STEP_GUARD, M.STEP_COST):
+            raise _err(f"register `{e.name}.{name}` is read only by its own engine", e.span)
+        return ir.Reg(stage=e.name, name=name)
 
     def _attr(self, name: str, e: A.Ref, moment: M) -> tuple[ir.Expr, Type]:
         if moment not in C.ATTRIBUTE_MOMENTS:
@@ -858,7 +943,7 @@ class Linker:
                 raise _err("`turn;` in a fork: a leg may not turn, end, fork or join", s.span)
             return ir.TurnStmt()
         if isinstance(s, (A.Set, A.SizeDecl, A.CostDecl)):
-            name = s.target.name if isinstance(s, A.Set) else s.name
+            name = self._set_target(s.target) if isinstance(s, A.Set) else s.name
             value, t = self._expr(s.value, moment)
             a = self.attributes[name]
             if isinstance(s, A.CostDecl):
@@ -1160,7 +1245,9 @@ class Linker:
 
 # ==================================================================== helpers
 def _bound(v: float):
-    return "inf" if v == math.inf else v
+    if v == math.inf:
+        return "inf"
+    return int(v) if float(v).is_integer() else v
 
 
 def _arity(lo: int, hi: int | None) -> str:
@@ -1222,6 +1309,31 @@ def _all_stmts(body: list[A.Stmt]):
             inner = getattr(s, attr, None)
             if isinstance(inner, list):
                 yield from _all_stmts(inner)
+
+
+def _assigned_names(items) -> set[str]:
+    """Every name a set, Size, Cost, choose or observe assigns anywhere in the items, requests and entries included."""
+    from dataclasses import fields as dc_fields, is_dataclass
+    found: set[str] = set()
+
+    def visit(node) -> None:
+        if isinstance(node, list):
+            for x in node:
+                visit(x)
+            return
+        if not is_dataclass(node) or isinstance(node, A.Span):
+            return
+        if isinstance(node, A.Set) and node.target.is_bare:
+            found.add(node.target.name)
+        elif isinstance(node, (A.SizeDecl, A.CostDecl, A.CostFieldsDecl, A.Choose, A.Observe)):
+            found.add(node.name)
+        for f in dc_fields(node):
+            v = getattr(node, f.name)
+            if isinstance(v, (list,)) or (is_dataclass(v) and not isinstance(v, A.Span)):
+                visit(v)
+
+    visit(items)
+    return found
 
 
 def _direct_exprs(st) -> list[A.Expr]:

@@ -396,6 +396,9 @@ class PoolDecl:
     owner: str | None = None  # `pool X on OWNER`
     owner_member: str | None = None  # `pool X on E.D`: D
     span: Span = NOWHERE
+    # kernel fields, written by serq.lower for pools on devices and engines
+    admit_via: str | None = None
+    memory_of: str | None = None
 
 
 @dataclass
@@ -619,6 +622,22 @@ class ClaimDecl:
 
 
 @dataclass
+class StepStageDecl:
+    """Kernel only (written by serq.lower from an engine): the IR's step stage."""
+
+    name: str
+    count: Expr | None
+    budget: Expr
+    cost: Expr
+    chunk: Expr | None
+    granule: Expr | None
+    serve: tuple[str, list[Expr]]  # ("by", keys) | ("exclusive_prefill", [])
+    iteration: list[SStmt] | None
+    registers: list[tuple[str, Expr, Span]]
+    span: Span = NOWHERE
+
+
+@dataclass
 class MainFn:
     name: str
     items: list["Item"]
@@ -626,7 +645,7 @@ class MainFn:
 
 
 Item = Union[
-    Constant, Input, Import, Definition, PoolDecl, StageDecl, DeviceDecl, EngineDecl,
+    Constant, Input, Import, Definition, PoolDecl, StageDecl, StepStageDecl, DeviceDecl, EngineDecl,
     WorkloadDecl, ServerDecl, QueueDecl, ShareDecl, RelationDecl, GaugeDecl, ClaimDecl, MainFn,
 ]
 

@@ -1,0 +1,188 @@
+"""Random streams: which draw reads which stream, and how the streams are seeded.
+
+The reference (*Workload*) separates the streams so that a (session, turn)
+draws the same marks under every deployment run on one seed:
+
+- a session's `init` block and each of its `turn` blocks read a stream of
+  their own, keyed by (seed, session, turn) — `init` is turn 0, the k-th
+  `turn;` is turn k;
+- the session's statements (its session block and the server statements its
+  turns run) read one stream keyed by (seed, session);
+- a leg (`fork`) reads a stream keyed by (seed, session, leg number);
+- the arrival law reads the run's arrival stream, an unordered trace its
+  trace stream, and every draw the machine makes (an eviction key, a spill
+  predicate, a ps capacity) the machine stream: each keyed by (seed, name).
+
+Keys are derived with SplitMix64's finaliser (`mix64`), chained over the
+integers that name the stream. The per-session streams, of which a run
+creates millions, are counter-based: draw k of the stream with key K is
+`mix64(K + k·γ)`, γ the golden-ratio increment — SplitMix64 itself started at
+K, cheap to create (an integer) and to draw from in pure Python. The three
+long run-wide streams are Mersenne Twisters (`random.Random`) seeded with
+their derived 64-bit key. A uniform is the top 53 bits over 2^53, in [0, 1).
+
+Distinct seeds give unrelated keys for every stream, so runs on seeds 1..N are
+independent replications. The mapping is part of the interpreter's
+reproducibility contract: changing it changes every run's samples.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+M64 = (1 << 64) - 1
+GAMMA = 0x9E3779B97F4A7C15
+TWO53 = 1.0 / 9007199254740992.0  # 2**-53
+
+# stream tags (the first integer chained into a key)
+TAG_TURN = 1
+TAG_SESSION = 2
+TAG_LEG = 3
+TAG_ARRIVAL = 4
+TAG_TRACE = 5
+TAG_MACHINE = 6
+
+
+def mix64(z: int) -> int:
+    """SplitMix64's output function: a bijection of 64-bit integers with full avalanche."""
+    z = (z + GAMMA) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return z ^ (z >> 31)
+
+
+def derive(*parts: int) -> int:
+    """A 64-bit key from a sequence of nonnegative integers (seed first)."""
+    h = 0x5E9C0FFEE0DDF00D
+    for p in parts:
+        h = mix64(h ^ (p & M64))
+        if p >> 64:  # very large integers: fold the rest in too
+            h = mix64(h ^ derive(p >> 64))
+    return h
+
+
+class DrawError(Exception):
+    """A distribution given parameters outside its domain."""
+
+
+_log = math.log
+
+
+class Draws:
+    """The distributions of the catalogue, over `self.u()` uniforms in [0, 1)."""
+
+    __slots__ = ()
+
+    def u(self) -> float:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def exp(self, mean: float) -> float:
+        if not (mean >= 0.0) or mean == math.inf:
+            raise DrawError(f"~exp({_fmt(mean)}): the mean is a nonnegative, finite number")
+        return -mean * _log(1.0 - self.u())
+
+    def det(self, value: float) -> float:
+        return value
+
+    def uniform(self, a: float, b: float) -> float:
+        if not (a <= b) or not math.isfinite(a) or not math.isfinite(b):
+            raise DrawError(f"~uniform({_fmt(a)}, {_fmt(b)}): the bounds are finite with a <= b")
+        return a + (b - a) * self.u()
+
+    def erlang(self, k: float, mean: float) -> float:
+        if not (k >= 1 and k == int(k) and k <= 1_000_000):
+            raise DrawError(f"~erlang({_fmt(k)}, {_fmt(mean)}): the phases are a whole number from 1")
+        if not (mean >= 0.0) or mean == math.inf:
+            raise DrawError(f"~erlang({_fmt(k)}, {_fmt(mean)}): the mean is a nonnegative, finite number")
+        k = int(k)
+        phase = mean / k
+        s = 0.0
+        for _ in range(k):
+            s -= _log(1.0 - self.u())
+        return phase * s
+
+    def h2(self, mean: float, scv: float) -> float:
+        """Two-phase hyperexponential with balanced means: p1/mu1 = p2/mu2 = mean/2."""
+        if not (mean >= 0.0) or mean == math.inf:
+            raise DrawError(f"~h2({_fmt(mean)}, {_fmt(scv)}): the mean is a nonnegative, finite number")
+        if not (scv >= 1.0) or scv == math.inf:
+            raise DrawError(f"~h2({_fmt(mean)}, {_fmt(scv)}): the squared coefficient of variation is at least 1")
+        p1 = 0.5 * (1.0 + math.sqrt((scv - 1.0) / (scv + 1.0)))
+        if self.u() < p1:
+            m = mean / (2.0 * p1)
+        else:
+            m = mean / (2.0 * (1.0 - p1))
+        return -m * _log(1.0 - self.u())
+
+    def bernoulli(self, p: float) -> float:
+        if not (0.0 <= p <= 1.0):
+            raise DrawError(f"~bernoulli({_fmt(p)}): the probability is between 0 and 1")
+        return 1.0 if self.u() < p else 0.0
+
+    def below(self, n: int) -> int:
+        """A whole number uniform in 0 .. n-1."""
+        return min(int(self.u() * n), n - 1)
+
+
+class CounterStream(Draws):
+    """SplitMix64 from a key: draw k is mix64(key + k·γ). Cheap to create."""
+
+    __slots__ = ("key", "n")
+
+    def __init__(self, key: int) -> None:
+        self.key = key
+        self.n = 0
+
+    def u(self) -> float:
+        self.n += 1
+        z = (self.key + self.n * GAMMA + GAMMA) & M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return ((z ^ (z >> 31)) >> 11) * TWO53
+
+
+class TwisterStream(Draws):
+    """A long run-wide stream: a Mersenne Twister seeded with a derived key."""
+
+    __slots__ = ("_r", "u")
+
+    def __init__(self, key: int) -> None:
+        self._r = random.Random(key)
+        self.u = self._r.random
+
+    def exp(self, mean: float) -> float:  # the hot path of every Poisson arrival
+        if not (mean >= 0.0) or mean == math.inf:
+            raise DrawError(f"~exp({_fmt(mean)}): the mean is a nonnegative, finite number")
+        return -mean * _log(1.0 - self.u())
+
+
+class Streams:
+    """The streams of one run, by seed."""
+
+    def __init__(self, seed: int) -> None:
+        self.seed = seed
+        self.arrival = TwisterStream(derive(seed, TAG_ARRIVAL))
+        self.trace = TwisterStream(derive(seed, TAG_TRACE))
+        self.machine = TwisterStream(derive(seed, TAG_MACHINE))
+        self._turn_base = derive(seed, TAG_TURN)
+        self._session_base = derive(seed, TAG_SESSION)
+        self._leg_base = derive(seed, TAG_LEG)
+
+    def turn(self, session: int, turn: int) -> CounterStream:
+        """The stream of session `session`'s init block (turn 0) or its turn `turn`."""
+        return CounterStream(mix64(mix64(self._turn_base ^ session) ^ turn))
+
+    def session(self, session: int) -> CounterStream:
+        return CounterStream(mix64(self._session_base ^ session))
+
+    def leg(self, session: int, leg: int) -> CounterStream:
+        return CounterStream(mix64(mix64(self._leg_base ^ session) ^ leg))
+
+
+def _fmt(v: float) -> str:
+    from serq.link.consts import format_number
+    try:
+        return format_number(v)
+    except (ValueError, OverflowError):
+        return repr(v)
