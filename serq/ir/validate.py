@@ -76,7 +76,7 @@ class _Validator:
         self._arrival(wl.arrival)
         for name in wl.hidden:
             a = self.attrs.get(name)
-            if a is None or a.side != "session":
+            if a is None or not (a.side == "session" or name in C.TRACE_ATTRIBUTES):
                 raise _Where("workload.hidden").error(f"hidden `{name}` is not a workload attribute")
             if name in C.SCHEDULER_ATTRIBUTES:
                 raise _Where("workload.hidden").error(f"`{name}` is set by the scheduler and cannot be hidden")

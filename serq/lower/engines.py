@@ -236,6 +236,9 @@ def _check_chunk(e: A.Expr, const_value) -> A.Expr:
             raise err(f"`each at most` is {v:g}: a cap at or below 0 would read as no cap", e.span)
         return e
     if isinstance(e, A.Cond):
+        test = const_value(e.test)
+        if test is not None:  # a condition over constants chooses one arm once and for all
+            return _check_chunk(e.then if test != 0 else e.otherwise, const_value)
         return A.Cond(e.test, _check_chunk(e.then, const_value), _check_chunk(e.otherwise, const_value), e.span)
     if isinstance(e, A.Call) and e.fn == "max" and len(e.args) == 2:
         k = const_value(e.args[0])
