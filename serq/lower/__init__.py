@@ -30,6 +30,8 @@ class Lowering:
         self.engines: dict[str, Engine] = {}
         self.finder = StageFinder()
         self.queues = None  # serq.lower.queues.Queues, when the program declares queues or relations
+        self.session_attributes: set[str] = set()  # what the workload sets: an entry does not read it
+        self.hidden: set[str] = set()
 
     # ------------------------------------------------------------------ the program
     def run(self) -> list[A.Item]:
@@ -41,45 +43,61 @@ class Lowering:
         for item in self.items:
             if isinstance(item, A.EngineDecl):
                 self._engine(item)
+            if isinstance(item, A.WorkloadDecl):
+                self.hidden = {n for n, _ in item.hidden}
+                for body in (*item.init, *item.turn, *item.session):
+                    for st in _walk(body):
+                        if isinstance(st, A.Set) and st.target.is_bare:
+                            self.session_attributes.add(st.target.name)
+                        elif isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose)):
+                            self.session_attributes.add(st.name)
         if any(isinstance(i, (A.QueueDecl, A.RelationDecl)) for i in self.items):
             from serq.lower.queues import Queues
             self.queues = Queues(self)
         pooled: set[tuple[str, str]] = set()
-        out: list[A.Item] = []
+        # declarations first, in order; then the workload's and server's statements, which call
+        # entries and requests declared anywhere, and find a form's stage among those declared above
+        lowered: list[list[A.Item] | None] = []
+        for position, item in enumerate(self.items):
+            self.position = position
+            if isinstance(item, A.DeviceDecl):
+                lowered.append([])
+            elif isinstance(item, A.EngineDecl):
+                step = lower_engine(self.engines[item.name], self.expand_defs, self.const_value)
+                self.finder.declare(item.name, position)
+                lowered.append([step])
+            elif isinstance(item, A.PoolDecl) and item.owner is not None:
+                lowered.append([self._pool_on(item, pooled)])
+            elif isinstance(item, A.StageDecl):
+                self.finder.declare(item.name, position)
+                lowered.append([item])
+            elif isinstance(item, A.QueueDecl):
+                lowered.append(self.queues.lower_queue(item))
+            elif isinstance(item, A.RelationDecl):
+                lowered.append(self.queues.lower_relation(item))
+            elif isinstance(item, (A.WorkloadDecl, A.ServerDecl)):
+                lowered.append(None)
+            else:
+                lowered.append([item])
         tool_declared_at: A.Span | None = None
         workload_tool_span: A.Span | None = None
-        for item in self.items:
-            if isinstance(item, A.DeviceDecl):
-                continue
-            if isinstance(item, A.EngineDecl):
-                step = lower_engine(self.engines[item.name], self.expand_defs, self.const_value)
-                self.finder.declare(item.name, step)
-                out.append(step)
-            elif isinstance(item, A.PoolDecl) and item.owner is not None:
-                out.append(self._pool_on(item, pooled))
-            elif isinstance(item, A.StageDecl):
-                self.finder.declare(item.name, item)
-                if item.name == "tool" and self.finder.implicit_tool:
-                    tool_declared_at = item.span
-                out.append(item)
-            elif isinstance(item, A.QueueDecl):
-                out.extend(self.queues.lower_queue(item))
-            elif isinstance(item, A.RelationDecl):
-                out.extend(self.queues.lower_relation(item))
-            elif isinstance(item, A.WorkloadDecl):
-                before = self.finder.implicit_tool
-                out.append(A.WorkloadDecl(
+        for position, item in enumerate(self.items):
+            self.finder.position = position
+            if isinstance(item, A.WorkloadDecl):
+                lowered[position] = [A.WorkloadDecl(
                     item.arrivals,
                     [self.stmts(b, "session") for b in item.init],
                     [self.stmts(b, "session") for b in item.turn],
                     [self.stmts(b, "session", workload=True) for b in item.session],
-                    item.hidden, item.span))
-                if self.finder.implicit_tool and not before:
+                    item.hidden, item.span)]
+                if self.finder.implicit_tool:
                     workload_tool_span = item.span
+                    later = self.finder.declared.get("tool")
+                    if later is not None and later > position:
+                        tool_declared_at = self.items[later].span
             elif isinstance(item, A.ServerDecl):
-                out.append(A.ServerDecl(self.stmts(item.body, "server"), item.span))
-            else:
-                out.append(item)
+                lowered[position] = [A.ServerDecl(self.stmts(item.body, "server"), item.span)]
+        out = [x for group in lowered for x in group]
         self._unpooled_capacities(pooled)
         if tool_declared_at is not None:
             raise err("`stage tool` is declared below the workload's `tool …;`, which found no stage above it: "
@@ -157,11 +175,11 @@ class Lowering:
         return caps[0].cap
 
     @staticmethod
-    def _kernel_pool(p: A.PoolDecl, count, cap: A.Expr, admit_via, memory_of) -> A.PoolDecl:
+    def _kernel_pool(p: A.PoolDecl, count, cap: A.Expr, admit_via, memory_of, name: str | None = None) -> A.PoolDecl:
         if any(o.kind == "cap" for o in p.options):
             raise err(f"`pool {p.name} on {p.owner}` takes its cap from its owner's `{p.name} cap …;`", p.span)
         options = [A.PoolOpt("cap", [cap], span=cap.span), *p.options]
-        return A.PoolDecl(p.name, count, options, None, None, p.span, admit_via, memory_of)
+        return A.PoolDecl(name or p.name, count, options, None, None, p.span, admit_via, memory_of)
 
     def _unpooled_capacities(self, pooled: set[tuple[str, str]]) -> None:
         for d in self.devices.values():
@@ -211,6 +229,15 @@ class Lowering:
             if isinstance(inner, list):
                 setattr(s, attr, self.stmts(inner, side, workload))
         return [s]
+
+
+def _walk(body):
+    for s in body:
+        yield s
+        for attr in ("body", "then", "otherwise"):
+            inner = getattr(s, attr, None)
+            if isinstance(inner, list):
+                yield from _walk(inner)
 
 
 def lower(items: list[A.Item], expand_defs, const_value: ConstValue) -> list[A.Item]:

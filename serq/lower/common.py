@@ -48,6 +48,13 @@ def rewrite_refs(e: A.Expr, fn: Callable[[A.Ref], A.Expr | None]) -> A.Expr:
             return out
         return A.Ref(e.name, [A.IndexSel(rewrite_refs(s.index, fn), s.span) if isinstance(s, A.IndexSel) else s
                               for s in e.selectors], e.span)
+    if isinstance(e, A.Call) and e.fn == "cost":
+        # the resources of cost(…) are array names: a renaming that would index them leaves them alone
+        resources = []
+        for a in e.args[:-1]:
+            out = fn(a) if isinstance(a, A.Ref) else None
+            resources.append(out if isinstance(out, A.Ref) and out.is_bare else a)
+        return A.Call(e.fn, resources + [rewrite_refs(e.args[-1], fn)], e.span)
     if isinstance(e, A.Call):
         return A.Call(e.fn, [rewrite_refs(a, fn) for a in e.args], e.span)
     if isinstance(e, A.Draw):

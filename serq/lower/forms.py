@@ -11,14 +11,15 @@ class StageFinder:
     """The stages declared above a point of the program, to find a form's stage by its role's name."""
 
     def __init__(self) -> None:
-        self.declared: dict[str, A.StageDecl | A.StepStageDecl] = {}
+        self.declared: dict[str, int] = {}  # stage name -> the position of the item that declares it
+        self.position = 0  # the position of the item whose statements are being lowered
         self.implicit_tool = False
 
-    def declare(self, name: str, decl) -> None:
-        self.declared[name] = decl
+    def declare(self, name: str, position: int) -> None:
+        self.declared.setdefault(name, position)
 
     def role_stage(self, roles: tuple[str, ...], form: str, span: A.Span, workload: bool = False) -> str:
-        found = [r for r in roles if r in self.declared]
+        found = [r for r in roles if r in self.declared and self.declared[r] < self.position]
         if len(found) == 1:
             return found[0]
         if not found and workload and roles == ("tool",):

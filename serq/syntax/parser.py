@@ -634,8 +634,11 @@ class _ToAst(Transformer):
     def draw(self, meta, c):
         return A.Draw(str(c[0]), c[1] or [], self._span(meta))
 
-    def neg(self, meta, c):
-        return A.Unary("-", c[0], self._span(meta))
+    def sign(self, meta, c):
+        # one terminal for binary and unary +/-, so that no parser state has two tokens for "-"
+        if str(c[0]) == "+":
+            return c[1]
+        return A.Unary("-", c[1], self._span(meta))
 
     def not_(self, meta, c):
         return A.Unary("!", c[0], self._span(meta))
