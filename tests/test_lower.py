@@ -326,6 +326,10 @@ REFUSALS = [
     ("call-unknown-entry", Q(server="Q[0].decode (n);", decls=""), "has no `decode` entry"),
     ("entry-reads-session", Q(server="Q[0].prefill (n);", decls="").replace("set c = prompt;", "set c = n;"),
      "which the session set"),
+    ("entry-reads-server-attribute", Q(server="set z = 1; Q[0].prefill (n);", decls="").replace("set c = prompt;", "set c = z;"),
+     "which the session set"),
+    ("entry-header-reads-body-set", Q(server="Q[0].prefill (n);", decls="").replace(
+        "hold kv (cost(kv, prompt))", "hold kv (cost(kv, c))"), "sets only in the hold's body or after it"),
     ("from-unknown-queue", PD.replace("decode (prompt) from P {", "decode (prompt) from Z {"), "no queue declared above"),
     ("call-from-other-queue", PD.replace("D[j].decode (prompt) from P[i];", "D[j].decode (prompt) from gw;"),
      "a call from another queue is refused"),

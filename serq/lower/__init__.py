@@ -31,6 +31,7 @@ class Lowering:
         self.finder = StageFinder()
         self.queues = None  # serq.lower.queues.Queues, when the program declares queues or relations
         self.session_attributes: set[str] = set()  # what the workload sets: an entry does not read it
+        self.server_attributes: set[str] = set()  # what the server and gateways set: nor that
         self.hidden: set[str] = set()
 
     # ------------------------------------------------------------------ the program
@@ -43,6 +44,15 @@ class Lowering:
         for item in self.items:
             if isinstance(item, A.EngineDecl):
                 self._engine(item)
+            if isinstance(item, (A.ServerDecl, A.QueueDecl)):
+                bodies = [item.body] if isinstance(item, A.ServerDecl) else \
+                    [e.body for e in item.entries if "gateway" in item.roles]
+                for body in bodies:
+                    for st in _walk(body):
+                        if isinstance(st, A.Set) and st.target.is_bare:
+                            self.server_attributes.add(st.target.name)
+                        elif isinstance(st, A.Choose):
+                            self.server_attributes.add(st.name)
             if isinstance(item, A.WorkloadDecl):
                 self.hidden = {n for n, _ in item.hidden}
                 for body in (*item.init, *item.turn, *item.session):

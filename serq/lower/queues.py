@@ -347,15 +347,41 @@ class Queues:
         hidden attributes, the constants and the queue's pools and stage; nothing else the session has set."""
         hidden = self.lowering_hidden()
         allowed = local_sets | set(params) | {"cached", "computed", "serial", "turn_no"} | hidden
+        outside = self.session_attributes | self.lowering.server_attributes
         for s in _all(body):
             for e in _stmt_exprs(s):
                 for n in walk_expr(e):
                     if not (isinstance(n, A.Ref) and n.is_bare):
                         continue
-                    if n.name in self.session_attributes and n.name not in allowed:
+                    if n.name in outside and n.name not in allowed:
                         raise err(f"the `{entry.verb}` entry of `{q.name}` reads `{n.name}`, which the session set: an "
                                   "entry reads its parameters, what it sets itself, cached, computed and the "
                                   "request's hidden attributes", n.span)
+        self._check_headers(q, entry, body, local_sets, frozenset())
+
+    def _check_headers(self, q: Queue, entry: A.QueueEntry, body, local_sets: set[str], before: frozenset) -> frozenset:
+        """A hold's header reads what the entry sets above the hold (or in both arms of a branch above it),
+        not what only its body, a later statement, a loop or a fork that may not have run sets."""
+        for s in body:
+            if isinstance(s, A.Hold):
+                header = [p.units for p in s.pools] + [p.reserve for p in s.pools if p.reserve] + \
+                         ([s.reuse] if s.reuse else []) + [b.value for b in s.bindings]
+                for e in header:
+                    for n in walk_expr(e):
+                        if isinstance(n, A.Ref) and n.is_bare and n.name in local_sets and n.name not in before:
+                            raise err(f"the header of a hold in the `{entry.verb}` entry of `{q.name}` reads "
+                                      f"`{n.name}`, which the entry sets only in the hold's body or after it", n.span)
+                self._check_headers(q, entry, s.body, local_sets, before)
+                before = before | _definitely_set(s.body)
+            elif isinstance(s, A.Branch):
+                a = self._check_headers(q, entry, s.then, local_sets, before)
+                b = self._check_headers(q, entry, s.otherwise or [], local_sets, before)
+                before = a & b
+            elif isinstance(s, (A.While, A.Loop, A.Fork)):
+                self._check_headers(q, entry, s.body, local_sets, before)
+            elif isinstance(s, A.Set) and s.target.is_bare:
+                before = before | {s.target.name}
+        return before
 
     @property
     def session_attributes(self) -> set[str]:
@@ -523,6 +549,18 @@ def map_stmt_exprs_shallow(s, fn):
 def _replace(s, attr, value):
     from dataclasses import replace
     return replace(s, **{attr: value})
+
+
+def _definitely_set(body) -> frozenset:
+    out: frozenset = frozenset()
+    for s in body:
+        if isinstance(s, A.Set) and s.target.is_bare:
+            out = out | {s.target.name}
+        elif isinstance(s, A.Branch):
+            out = out | (_definitely_set(s.then) & _definitely_set(s.otherwise or []))
+        elif isinstance(s, A.Hold):
+            out = out | _definitely_set(s.body)
+    return out
 
 
 def _all(body):
