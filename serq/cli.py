@@ -123,6 +123,21 @@ def ir_command(file, extra, sets, instance, output, schema) -> None:
         click.echo(text, nl=False)
 
 
+@main.command("target")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("extra", nargs=-1)
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
+@click.option("--instance", type=click.Path(dir_okay=False), help="A JSON file of input values.")
+@click.option("--engine", "engine", help="Export this engine only (default: every engine).")
+@guarded
+def target_command(file, extra, sets, instance, engine) -> None:
+    """Export FILE's engines as vLLM scheduler settings (JSON); refuse what vLLM cannot express."""
+    from serq.link import link_file
+    from serq.target import target
+    program = link_file(file, supplied_inputs(sets, instance, extra))
+    click.echo(json.dumps(target(program, engine), indent=2, sort_keys=True))
+
+
 def program_files(paths: tuple[str, ...]) -> list[Path]:
     """The programs named: files as given, folders searched for *.sq (libraries, which have no
     `fn main`, are linked through their importers and skipped here)."""
