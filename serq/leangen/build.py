@@ -58,6 +58,9 @@ class LeanError(Exception):
 # Results
 # --------------------------------------------------------------------------------------
 
+_SORRY_WARNING = re.compile(r"declaration uses [`']sorry[`']")
+
+
 @dataclass(frozen=True)
 class Diagnostic:
     """One message from Lean (or from the driver) about a place in a file."""
@@ -79,7 +82,7 @@ class Diagnostic:
 
     @property
     def uses_sorry(self) -> bool:
-        return self.severity == "warning" and "declaration uses 'sorry'" in self.message
+        return self.severity == "warning" and _SORRY_WARNING.search(self.message) is not None
 
 
 @dataclass
