@@ -1,12 +1,123 @@
-"""`serq run`: simulate a program (the reference interpreter)."""
+"""`serq run`: simulate a program with the reference interpreter and report what its clients saw."""
 
 from __future__ import annotations
+
+import math
+import sys
 
 import click
 
 
-@click.command("run")
+def _horizon(value: str | None) -> float | None:
+    if value is None:
+        return None
+    from serq.errors import SerqError
+    try:
+        v = float(value)
+    except ValueError:
+        raise SerqError(f"--horizon {value}: a time (a number, or inf)", None, "usage") from None
+    return v
+
+
+class _Progress:
+    """A progress bar on stderr once a run has taken more than a second (only on a terminal)."""
+
+    def __init__(self) -> None:
+        self.bar = None
+        self.task = None
+
+    def __call__(self, E, elapsed: float) -> None:
+        if elapsed < 1.0:
+            return
+        if self.bar is None:
+            from rich.console import Console
+            from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+            self.bar = Progress(TextColumn("simulating"), BarColumn(), TextColumn("{task.description}"),
+                                TimeElapsedColumn(), console=Console(stderr=True), transient=True)
+            self.bar.start()
+            self.task = self.bar.add_task("", total=1.0)
+        if E.arrivals_limit is not None:
+            done = min(1.0, E.n_arrived / E.arrivals_limit) * 0.5 + (0.5 * E.n_ended / E.arrivals_limit)
+            desc = f"t={E.now:.4g}  {E.n_ended}/{E.arrivals_limit} sessions"
+        elif E.horizon != math.inf:
+            done = E.now / E.horizon
+            desc = f"t={E.now:.4g}/{E.horizon:.4g}"
+        else:
+            done = 0.0
+            desc = f"t={E.now:.4g}"
+        self.bar.update(self.task, completed=done, description=desc)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
+@click.command("run", context_settings={"ignore_unknown_options": False})
 @click.argument("file", type=click.Path(dir_okay=False))
-def run(file: str) -> None:
-    """Simulate FILE and report what its clients saw."""
-    raise click.ClickException("serq run: the interpreter is being built (issue 4)")
+@click.argument("extra", nargs=-1)
+@click.option("--seed", type=int, default=None, help="The run's seed (a nonnegative integer).")
+@click.option("--horizon", default=None, metavar="T", help="Stop at time T (a number, or inf).")
+@click.option("--warmup", type=float, default=None, metavar="T", help="Measure from time T on.")
+@click.option("--arrivals", type=int, default=None, metavar="N",
+              help="Run exactly N open arrivals and drain their sessions.")
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
+@click.option("--instance", type=click.Path(dir_okay=False), help="A JSON file of input values.")
+@click.option("--json", "as_json", is_flag=True, help="Print the JSON report (docs/report.md) instead of tables.")
+@click.option("--dump", type=click.Path(file_okay=False), default=None, metavar="DIR",
+              help="Write the samples (observe/, client/), gauge change points (gauge/) and report.json to DIR.")
+def run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump) -> None:
+    """Simulate FILE (a .sq program, or its IR as .json) and report what its clients saw.
+
+    Inputs: --set k=v, --instance F, or `-- k=v`. Settings default to the
+    program's; Ctrl-C stops the run and prints what was measured.
+    """
+    from serq.cli import guarded
+    guarded(_run)(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump)
+
+
+def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump) -> None:
+    from pathlib import Path
+
+    from rich.console import Console
+
+    from serq.cli import supplied_inputs
+    from serq.errors import SerqError
+    from serq.sim import simulate
+    from serq.sim.report import render_text, to_json
+
+    path = Path(file)
+    supplied = supplied_inputs(sets, instance, extra)
+    if path.suffix == ".json":
+        from serq.ir import models as ir
+        if supplied:
+            raise SerqError("--set and inputs apply to a .sq program: an IR's constants are already folded",
+                            None, "usage")
+        try:
+            program = ir.from_json(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise SerqError(f"no such file: {file}", None, "usage") from None
+        except (OSError, UnicodeDecodeError, ValueError) as e:
+            raise SerqError(f"{file}: not an IR file: {str(e).splitlines()[0]}", None, "usage") from None
+    else:
+        from serq.link import link_file
+        if not path.exists():
+            raise SerqError(f"no such file: {file}", None, "usage")
+        program = link_file(path, supplied)
+    progress = _Progress() if sys.stderr.isatty() else None
+    try:
+        result = simulate(program, seed=seed, horizon=_horizon(horizon), warmup=warmup, arrivals=arrivals,
+                          base_dir=path.parent, keep_samples=dump is not None, progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+    if dump is not None:
+        result.dump(dump)
+    if as_json:
+        click.echo(to_json(result.report), nl=False)
+    else:
+        console = Console(highlight=False, soft_wrap=False)
+        if not console.is_terminal:
+            console = Console(highlight=False, soft_wrap=False, width=150)
+        render_text(result.report, console)
+    if result.engine.interrupted:
+        sys.exit(130)

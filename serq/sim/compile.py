@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 
 from serq.ir import models as ir
 from serq.link.consts import apply_function, ieee_div, ieee_mod
-from serq.sim.errors import RunError
+from serq.sim.errors import Preempted, RunError
+from serq.sim.rng import SITE_DRAWS
 
 STATEMENT_LIMIT = 1_000_000
 
@@ -50,6 +51,7 @@ class Env:
     stream: str | None = None  # the stream object draws read; None: no draw here
     thread: str | None = None  # the thread (for cachedin)
     observed: bool = False  # claim at end aggregates
+    sites: int = 0  # draws compiled so far in a straight-line block ("site:KEY" streams)
 
 
 def walk(e):
@@ -114,7 +116,23 @@ def _fn_wrapper(name: str):
     return f
 
 
+def _ix(arr, v, kind: str, name: str):
+    """The member an index names: a whole number from 0 below the array's count."""
+    try:
+        i = int(v)
+    except (ValueError, OverflowError, TypeError):
+        i = -1
+    if i != v or not 0 <= i < len(arr):
+        from serq.link.consts import format_number
+        shown = "NaN" if v != v else format_number(float(v))
+        raise RunError(f"index {shown} is out of range: {kind} `{name}` has members 0 to {len(arr) - 1}")
+    return arr[i]
+
+
 HELPERS = {
+    **SITE_DRAWS,
+    "_ix": _ix,
+    "_Preempted": Preempted,
     "_INF": math.inf,
     "_NAN": math.nan,
     "_div": ieee_div,
@@ -170,7 +188,7 @@ class ProgramCompiler:
         self.member_names: dict[tuple[str, str, int], str] = {}
         self.array_names: dict[tuple[str, str], str] = {}
         self.holds: list = []
-        self.legs: list = []
+        self.pending_functions: list = []
 
     # ------------------------------------------------------------ references
     def _member_array(self, kind: str, name: str) -> str:
@@ -275,6 +293,10 @@ class ProgramCompiler:
             if env.stream is None:
                 raise CompileError(f"{env.what} draws (~{e.dist}): a draw may not stand there")
             args = [self.expr(a, env) for a in e.args]
+            if env.stream.startswith("site:"):  # a straight-line block: draw j of the block's key
+                j = env.sites
+                env.sites += 1
+                return f"_sd_{e.dist}({env.stream[5:]}, {j}, {', '.join(args)})"
             return f"{env.stream}.{e.dist}({', '.join(args)})"
         if k == "cost":
             return self.expr(e.arg, env)
@@ -318,10 +340,14 @@ class ProgramCompiler:
     def function(self, prefix: str, params: tuple[str, ...], body_expr: str, loc=None):
         """Emit `def NAME(params): return body_expr` and return its name (bound after exec)."""
         name = self.mod.fresh(prefix)
+        saved_lines, saved_locs = self.mod.lines, self.mod.line_locs
+        self.mod.lines, self.mod.line_locs = [], []
         self.mod.loc_stack.append(loc)
         self.mod.emit(0, f"def {name}({', '.join(params)}):")
         self.mod.emit(1, f"return {body_expr}")
         self.mod.loc_stack.pop()
+        self.pending_functions.append((self.mod.lines, self.mod.line_locs))
+        self.mod.lines, self.mod.line_locs = saved_lines, saved_locs
         return _Late(name)
 
     def keys_function(self, prefix: str, params: tuple[str, ...], keys: list, env: Env, loc=None):
@@ -329,8 +355,320 @@ class ProgramCompiler:
         tup = "(" + "".join(p + ", " for p in parts) + ")"
         return self.function(prefix, params, tup, loc)
 
+    # ------------------------------------------------------------ statements
+    def stmt_env(self, stream: str | None) -> Env:
+        return Env("a statement", attrs="A", ctx={"now": "E.now"}, stream=stream, thread="T")
+
+    def session_function(self, body: list, trace: bool) -> _Late:
+        """The session block: a generator over (E, T, A)."""
+        name = self.mod.fresh("_session_")
+        draws = any(has_draw(s) for s in body) or any(has_draw(s) for s in self.program.server)
+        self.mod.emit(0, f"def {name}(E, T, A):")
+        self.mod.emit(1, "S = T.sess")
+        if draws:
+            self.mod.emit(1, "R = E.streams.session(S.serial)")
+        self.mod.emit(1, "if False:")
+        self.mod.emit(2, "yield")
+        ctx = _Ctx(side="session", stream="R" if draws else None, trace=trace)
+        self.block(body, ctx, 1)
+        return _Late(name)
+
+    def init_function(self, body: list) -> _Late:
+        name = self.mod.fresh("_init_")
+        self.mod.emit(0, f"def {name}(E, T, A):")
+        self.mod.emit(1, "S = T.sess")
+        if any(has_draw(s) for s in body):
+            self.mod.emit(1, "_rk = E.streams.turn_key(S.serial, 0)")
+            stream = "site:_rk"
+        else:
+            stream = None
+        self.mod.emit(1, "pass")
+        ctx = _Ctx(side="init", stream=stream)
+        ctx.env = self.stmt_env(stream)
+        self.block(body, ctx, 1)
+        return _Late(name)
+
+    def block(self, body: list, ctx: "_Ctx", ind: int) -> None:
+        for s in body:
+            self.mod.loc_stack.append(s.at or self.mod.loc_stack[-1])
+            try:
+                self.stmt(s, ctx, ind)
+            finally:
+                self.mod.loc_stack.pop()
+
+    def stmt(self, s, ctx: "_Ctx", ind: int) -> None:
+        emit = self.mod.emit
+        env = ctx.env if ctx.env is not None else self.stmt_env(ctx.stream)
+        k = s.kind
+        if k == "set":
+            emit(ind, f"A[{s.name!r}] = {self.expr(s.value, env)}")
+        elif k == "observe":
+            idx = self.engine.observe_index(s.name)
+            emit(ind, f"E.observe({idx}, {self.expr(s.value, env)}, T)")
+        elif k == "turn":
+            self.turn(ctx, ind)
+        elif k == "run":
+            self.run(s, ctx, ind, env)
+        elif k == "hold":
+            self.hold(s, ctx, ind, env)
+        elif k == "grow":
+            fv, pos = self.enclosing(ctx, s.pool, "grow")
+            t = self.mod.fresh("_a")
+            emit(ind, f"{t} = {self.expr(s.amount, env)}")
+            emit(ind, f"if E.grow(T, {fv}, {pos}, {t}):")
+            emit(ind + 1, "yield")
+        elif k == "load":
+            fv, pos = self.enclosing(ctx, s.pool, "load")
+            emit(ind, f"E.load(T, {fv}, {pos}, {self.expr(s.amount, env)})")
+        elif k == "release":
+            found = self.find_enclosing(ctx, s.pool)
+            if found is not None:
+                emit(ind, f"E.release_alloc(T, {found[0]}, {found[1]})")
+            else:
+                emit(ind, f"E.release_lease(T, {self.member('pool', s.pool, env)})")
+        elif k == "drop":
+            emit(ind, f"E.drop(T, {self.member('pool', s.pool, env)})")
+        elif k == "branch":
+            self.branch(s, ctx, ind, env)
+        elif k == "while":
+            g = self.mod.fresh("_g")
+            emit(ind, "while True:")
+            emit(ind + 1, f"{g} = {self.expr(s.test, env)}")
+            emit(ind + 1, f"if {g} == 0.0:")
+            emit(ind + 2, "break")
+            if not is_boolean(s.test):
+                emit(ind + 1, f"if {g} != 1.0:")
+                emit(ind + 2, f"E.bad_guard({g})")
+            self.block(s.body, ctx, ind + 1)
+            self.loop_guard(s.body, ind + 1)
+        elif k == "loop":
+            emit(ind, "while True:")
+            self.block(s.body, ctx, ind + 1)
+            self.loop_guard(s.body, ind + 1)
+        elif k == "fork":
+            leg = self.leg_function(s.body, ctx)
+            name = self.mod.bind("_legref_", leg)
+            emit(ind, f"E.fork(T, {name})")
+        elif k == "join":
+            emit(ind, "if E.join(T):")
+            emit(ind + 1, "yield")
+        elif k == "choose":
+            self.choose(s, ctx, ind, env)
+        elif k == "end":
+            emit(ind, "E.end(T)")
+            emit(ind, "return")
+        else:
+            raise CompileError(f"unknown statement kind {k}")
+
+    def loop_guard(self, body: list, ind: int) -> None:
+        n = max(1, _count_stmts(body))
+        self.mod.emit(ind, f"T.n += {n}")
+        self.mod.emit(ind, f"if T.n > {STATEMENT_LIMIT}:")
+        self.mod.emit(ind + 1, "E.too_many(T)")
+
+    def turn(self, ctx: "_Ctx", ind: int) -> None:
+        emit = self.mod.emit
+        if ctx.side != "session":
+            raise CompileError("`turn;` stands only in the session block")
+        emit(ind, "S.turns += 1")
+        emit(ind, "A['turn_no'] = S.turns + 0.0")
+        if ctx.trace:
+            emit(ind, "E.trace_turn(T)")
+        turn_body = self.program.workload.turn
+        stream = None
+        if any(has_draw(s) for s in turn_body):
+            emit(ind, "_rk = E.streams.turn_key(S.serial, S.turns)")
+            stream = "site:_rk"
+        tctx = _Ctx(side="turn", stream=stream)
+        tctx.env = self.stmt_env(stream)
+        self.block(turn_body, tctx, ind)
+        emit(ind, "S.t0 = E.now")
+        emit(ind, "S.in_turn = True")
+        emit(ind, "E.turns_started += 1")
+        if self.engine.has_steps:
+            emit(ind, "E.turn_start(S)")
+        self.block(self.program.server, _Ctx(side="server", stream=ctx.stream), ind)
+        if self.engine.has_steps or self.engine.keep_samples:
+            emit(ind, "E.answer(S)")
+        else:  # the client's response, recorded inline (E.answer is the general form)
+            emit(ind, "if S.in_turn:")
+            emit(ind + 1, "S.in_turn = False")
+            emit(ind + 1, "_t = E.now")
+            emit(ind + 1, "E.turns_answered += 1")
+            emit(ind + 1, "if _t >= E.warmup:")
+            emit(ind + 2, "E.resp_values.append(_t - S.t0)")
+            emit(ind + 1, "if E.resp_all is not None:")
+            emit(ind + 2, "E.resp_all.append(_t - S.t0)")
+
+    def branch(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
+        emit = self.mod.emit
+        test = self.expr(s.test, env)
+        if is_boolean(s.test):
+            emit(ind, f"if {test} != 0.0:")
+            self.block_or_pass(s.then, ctx, ind + 1)
+            if s.otherwise:
+                emit(ind, "else:")
+                self.block(s.otherwise, ctx, ind + 1)
+            return
+        g = self.mod.fresh("_g")
+        emit(ind, f"{g} = {test}")
+        emit(ind, f"if {g} == 1.0:")
+        self.block_or_pass(s.then, ctx, ind + 1)
+        emit(ind, f"elif {g} == 0.0:")
+        self.block_or_pass(s.otherwise, ctx, ind + 1)
+        emit(ind, "else:")
+        emit(ind + 1, f"E.bad_guard({g})")
+
+    def block_or_pass(self, body: list, ctx: "_Ctx", ind: int) -> None:
+        if body:
+            self.block(body, ctx, ind)
+        else:
+            self.mod.emit(ind, "pass")
+
+    def choose(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
+        emit = self.mod.emit
+        n, c, best, bk, key = (self.mod.fresh(p) for p in ("_n", "_c", "_best", "_bk", "_k"))
+        emit(ind, f"{n} = E.count_of({self.expr(s.count, env)}, 'the count of a choose')")
+        emit(ind, f"{best} = 0")
+        emit(ind, f"{bk} = None")
+        emit(ind, f"for {c} in range({n}):")
+        emit(ind + 1, f"A[{s.name!r}] = float({c})")
+        parts = [self.expr(k, env) for k in s.keys]
+        emit(ind + 1, f"{key} = (" + "".join(p + ", " for p in parts) + ")")
+        emit(ind + 1, f"if {bk} is None or {key} < {bk}:")
+        emit(ind + 2, f"{best} = {c}")
+        emit(ind + 2, f"{bk} = {key}")
+        emit(ind, f"A[{s.name!r}] = float({best})")
+
+    # -- runs
+    def run(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
+        emit = self.mod.emit
+        if s.mode is not None:
+            raise CompileError(f"`run … {s.mode}` runs on a step stage: step stages run iterations, which this "
+                               "interpreter does not run yet", s.at)
+        w = self.mod.fresh("_w")
+        emit(ind, f"{w} = {self.expr(s.work, env)}")
+        emit(ind, f"if not {w} >= 0.0:")
+        emit(ind + 1, f"E.bad_amount('the work of a run', {w})")
+        grow = None
+        if s.growing is not None:
+            grow = self.enclosing(ctx, s.growing, "a growing run")
+            emit(ind, f"if E.grow_for_run(T, {grow[0]}, {grow[1]}, {w}):")
+            emit(ind + 1, "yield")
+        shared = any(st.stage in self.engine.shared_stage_names for st in s.stages)
+        members = [self.member("stage", st, env) for st in s.stages]
+        emit(ind, f"if {w} > 0.0:")
+        if shared:
+            emit(ind + 1, f"E.flows.add(T, ({''.join(m + ', ' for m in members)}), {w})")
+        else:
+            if len(members) != 1:
+                raise CompileError("a run over several stages needs the program's share policy", s.at)
+            emit(ind + 1, f"{members[0]}.add(T, {w})")
+        emit(ind + 1, "yield")
+        if grow is not None:
+            emit(ind, f"E.advance(T, {grow[0]}, {grow[1]}, {w})")
+
+    # -- holds
+    def find_enclosing(self, ctx: "_Ctx", ref):
+        key = ref_key(ref)
+        for fkey, fv, pos in reversed(ctx.frames):
+            if fkey == key:
+                return fv, pos
+        return None
+
+    def enclosing(self, ctx: "_Ctx", ref, what: str):
+        found = self.find_enclosing(ctx, ref)
+        if found is None:
+            raise CompileError(f"{what} on `{ref.pool}` stands inside no hold of it")
+        return found
+
+    def hold(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
+        emit = self.mod.emit
+        spec = self.hold_spec(s)
+        hname = self.mod.bind("_H", spec)
+        fv = self.mod.fresh("_F")
+        x = self.mod.fresh("_x")
+        emit(ind, f"{fv} = E.hold(T, {hname})")
+        emit(ind, "yield")
+        emit(ind, "while True:")
+        emit(ind + 1, "try:")
+        inner = ctx.with_frames([(ref_key(hp.pool), fv, i) for i, hp in enumerate(s.pools)])
+        self.block_or_pass(s.body, inner, ind + 2)
+        emit(ind + 2, "break")
+        emit(ind + 1, f"except _Preempted as {x}:")
+        emit(ind + 2, f"if {x}.frame is not {fv}:")
+        emit(ind + 3, "raise")
+        emit(ind, f"E.hold_end(T, {fv})")
+
+    def hold_spec(self, s):
+        from serq.sim.pools import HoldSpec, HoldPoolSpec
+        henv = Env("a hold's header", attrs="A", ctx={"now": "E.now"}, stream=None, thread="T")
+        pools = []
+        names = []
+        for hp in s.pools:
+            names.append(hp.pool.pool)
+            resolver = self.member_resolver("pool", hp.pool, henv)
+            units = self.function("_hu_", ("E", "T", "A"), self.expr(hp.units, henv), s.at)
+            reserve = (self.function("_hr_", ("E", "T", "A"), self.expr(hp.reserve, henv), s.at)
+                       if hp.reserve is not None else None)
+            pools.append(HoldPoolSpec(
+                name=hp.pool.pool, resolver=resolver, units=units, reserve=reserve,
+                units_static=is_static(hp.units),
+                reserve_static=hp.reserve is None or is_static(hp.reserve)))
+        reuse = cache = lease_fn = None
+        reuse_pools = cache_pools = frozenset()
+        if s.reuse is not None:
+            reuse = self.function("_hreuse_", ("E", "T", "A"), self.expr(s.reuse, henv), s.at)
+            reuse_pools = _resources(s.reuse, names)
+        cenv = Env("a hold's cache", attrs="A", ctx={"now": "E.now"}, stream="E.mrng", thread="T")
+        if s.cache is not None:
+            cache = self.function("_hc_", ("E", "T", "A"), self.expr(s.cache, cenv), s.at)
+            cache_pools = _resources(s.cache, names)
+        lease_pos = None
+        if s.lease is not None:
+            key = ref_key(s.lease.pool)
+            for i, hp in enumerate(s.pools):
+                if ref_key(hp.pool) == key:
+                    lease_pos = i
+            if lease_pos is None:
+                raise CompileError(f"the lease names `{s.lease.pool.pool}`, which the hold does not hold", s.at)
+            lenv = Env("a lease's duration", attrs="A", ctx={"now": "E.now"}, stream="E.mrng", thread="T")
+            lease_fn = self.function("_hl_", ("E", "T", "A"), self.expr(s.lease.duration, lenv), s.at)
+        spec = HoldSpec(loc=s.at, text="hold " + ", ".join(names), pools=pools, reuse=reuse,
+                        reuse_pools=reuse_pools, cache=cache, cache_pools=cache_pools,
+                        lease_pos=lease_pos, lease=lease_fn)
+        self.holds.append(spec)
+        return spec
+
+    # -- legs
+    def leg_function(self, body: list, ctx: "_Ctx") -> _Late:
+        """A fork's body as a generator function of its own, emitted after the current function."""
+        saved_lines, saved_locs = self.mod.lines, self.mod.line_locs
+        self.mod.lines, self.mod.line_locs = [], []
+        name = self.mod.fresh("_leg_")
+        draws = any(has_draw(s) for s in body)
+        self.mod.emit(0, f"def {name}(E, T, A):")
+        self.mod.emit(1, "S = T.sess")
+        if draws:
+            self.mod.emit(1, "R = E.streams.leg(S.serial, T.leg_no)")
+        self.mod.emit(1, "if False:")
+        self.mod.emit(2, "yield")
+        self.block(body, _Ctx(side="leg", stream="R" if draws else None), 1)
+        leg_lines, leg_locs = self.mod.lines, self.mod.line_locs
+        self.mod.lines, self.mod.line_locs = saved_lines, saved_locs
+        self.pending_functions.append((leg_lines, leg_locs))
+        return _Late(name)
+
     # ------------------------------------------------------------ finishing
+    def flush_pending(self) -> None:
+        """Append the legs' functions written while another function was being emitted."""
+        while self.pending_functions:
+            lines, locs = self.pending_functions.pop(0)
+            self.mod.lines.extend(lines)
+            self.mod.line_locs.extend(locs)
+
     def finish(self) -> dict:
+        self.flush_pending()
         source = self.mod.source()
         code = compile(source, FILENAME, "exec")
         ns = self.mod.globals
@@ -355,3 +693,35 @@ def resolve(obj, ns):
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() else "_" for c in name)
+
+
+@dataclass
+class _Ctx:
+    side: str  # session | server | turn | init | leg
+    stream: str | None = None
+    trace: bool = False
+    frames: list = field(default_factory=list)  # (ref key, frame variable, pool position), outer first
+    env: Env | None = None  # a straight-line block's one environment (its draws are numbered across it)
+
+    def with_frames(self, more: list) -> "_Ctx":
+        return _Ctx(self.side, self.stream, self.trace, self.frames + more, self.env)
+
+
+def _count_stmts(body: list) -> int:
+    n = 0
+    for s in body:
+        n += 1
+        for name in ("body", "then", "otherwise"):
+            v = getattr(s, name, None)
+            if isinstance(v, list) and name != "body" or (name == "body" and s.kind == "hold"):
+                n += _count_stmts(v) if isinstance(v, list) else 0
+    return n
+
+
+def _resources(e, names: list[str]) -> frozenset:
+    """The pools a cost expression names (all the hold's pools when it names none)."""
+    if isinstance(e, ir.CostOf):
+        named = frozenset(r for r in e.resources if r in names)
+        if named:
+            return named
+    return frozenset(names)

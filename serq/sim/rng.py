@@ -15,11 +15,15 @@ draws the same marks under every deployment run on one seed:
 
 Keys are derived with SplitMix64's finaliser (`mix64`), chained over the
 integers that name the stream. The per-session streams, of which a run
-creates millions, are counter-based: draw k of the stream with key K is
+creates millions, are counter-based: uniform k of the stream with key K is
 `mix64(K + k·γ)`, γ the golden-ratio increment — SplitMix64 itself started at
-K, cheap to create (an integer) and to draw from in pure Python. The three
-long run-wide streams are Mersenne Twisters (`random.Random`) seeded with
-their derived 64-bit key. A uniform is the top 53 bits over 2^53, in [0, 1).
+K, cheap to create (an integer) and to draw from in pure Python. An `init` or
+`turn` block is straight-line code, so each draw written in it reads a
+sub-stream of the block's stream of its own, by the draw's place j in the
+block: uniform i of draw j is `mix64(K + (j·2^32 + i + 1)·γ)`; a draw is then
+one function of the key. The three long run-wide streams are Mersenne Twisters
+(`random.Random`) seeded with their derived 64-bit key. A uniform is the top
+53 bits over 2^53, in [0, 1).
 
 Distinct seeds give unrelated keys for every stream, so runs on seeds 1..N are
 independent replications. The mapping is part of the interpreter's
@@ -170,8 +174,14 @@ class Streams:
         self._leg_base = derive(seed, TAG_LEG)
 
     def turn(self, session: int, turn: int) -> CounterStream:
-        """The stream of session `session`'s init block (turn 0) or its turn `turn`."""
-        return CounterStream(mix64(mix64(self._turn_base ^ session) ^ turn))
+        """The stream of session `session`'s init block (turn 0) or its turn `turn`, as an object."""
+        return CounterStream(self.turn_key(session, turn))
+
+    def turn_key(self, session: int, turn: int) -> int:
+        """The key of session `session`'s init block (turn 0) or its turn `turn`."""
+        if session < 4294967296 and turn < 4294967296:
+            return mix64(self._turn_base ^ ((session << 32) | turn))
+        return mix64(mix64(self._turn_base ^ derive(session, turn)) ^ M64)
 
     def session(self, session: int) -> CounterStream:
         return CounterStream(mix64(self._session_base ^ session))
@@ -186,3 +196,55 @@ def _fmt(v: float) -> str:
         return format_number(v)
     except (ValueError, OverflowError):
         return repr(v)
+
+
+# ---------------------------------------------------------------- draw sites
+# Draw j of a straight-line block with key K: its uniforms are
+# mix64(K + (j·2^32 + i + 1)·γ), i = 0, 1, …  (see the module's docstring).
+
+class _Site(Draws):
+    __slots__ = ("key", "n")
+
+    def __init__(self, key: int, j: int) -> None:
+        self.key = key + (j << 32) * GAMMA
+        self.n = 0
+
+    def u(self) -> float:
+        self.n += 1
+        z = (self.key + self.n * GAMMA) & M64
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+        return ((z ^ (z >> 31)) >> 11) * TWO53
+
+
+def site_exp(key: int, j: int, mean: float) -> float:
+    if not (mean >= 0.0) or mean == math.inf:
+        raise DrawError(f"~exp({_fmt(mean)}): the mean is a nonnegative, finite number")
+    z = (key + ((j << 32) + 1) * GAMMA) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return -mean * _log(1.0 - ((z ^ (z >> 31)) >> 11) * TWO53)
+
+
+def site_det(key: int, j: int, value: float) -> float:
+    return value
+
+
+def site_uniform(key: int, j: int, a: float, b: float) -> float:
+    return _Site(key, j).uniform(a, b)
+
+
+def site_erlang(key: int, j: int, k: float, mean: float) -> float:
+    return _Site(key, j).erlang(k, mean)
+
+
+def site_h2(key: int, j: int, mean: float, scv: float) -> float:
+    return _Site(key, j).h2(mean, scv)
+
+
+def site_bernoulli(key: int, j: int, p: float) -> float:
+    return _Site(key, j).bernoulli(p)
+
+
+SITE_DRAWS = {f"_sd_{d}": f for d, f in (("exp", site_exp), ("det", site_det), ("uniform", site_uniform),
+                                           ("erlang", site_erlang), ("h2", site_h2), ("bernoulli", site_bernoulli))}

@@ -1,0 +1,317 @@
+"""Build an engine from a program: members, compiled code, arrivals, statistics, claims."""
+
+from __future__ import annotations
+
+import math
+from heapq import heappush
+
+from serq.ir import models as ir
+from serq.link.linker import fold
+from serq.sim.compile import CompileError, Env, ProgramCompiler, has_draw, resolve, walk
+from serq.sim.errors import RunError, Unsupported
+from serq.sim.pools import PoolMember
+from serq.sim.stages import DelayStage, FifoStage, FlowNet, PsStage, SharedStage
+from serq.sim.stats import Gauge, SampleSet
+
+
+class ClaimState:
+    def __init__(self, claim: ir.Claim) -> None:
+        self.claim = claim
+        self.name = claim.name
+        self.form = claim.form
+        self.given = None
+        self.value = None
+        self.out_of_scope: int | None = None
+
+
+def build(E) -> None:
+    program = E.program
+    for st in program.stages:
+        if st.service.kind == "step":
+            raise Unsupported(f"stage `{st.name}` is a step stage (an engine): its iterations are not run by "
+                              "this interpreter yet")
+    # -- pools
+    E.pool_members = {}
+    E.all_pools = []
+    order = 0
+    for p in program.pools:
+        if p.admit_via is not None:
+            raise Unsupported(f"pool `{p.name}` is admitted by step stage `{p.admit_via}`: step stages are not "
+                              "run by this interpreter yet")
+        members = []
+        for i in range(p.count):
+            m = PoolMember(E, p, i if p.count > 1 else None, order)
+            order += 1
+            members.append(m)
+            E.all_pools.append(m)
+        E.pool_members[p.name] = members
+    # -- stages
+    shared = set()
+    for s in _all_statements(program):
+        if isinstance(s, ir.RunStmt) and len(s.stages) > 1:
+            shared.update(r.stage for r in s.stages)
+    E.shared_stage_names = shared
+    E.has_steps = False
+    E.flows = FlowNet(E, program.share) if shared else None
+    E.stage_members = {}
+    E.all_stages = []
+    E.volatile_stages = []
+    pc = ProgramCompiler(program, E)
+    late_caps = []
+    for st in program.stages:
+        members = []
+        svc = st.service
+        for i in range(st.count):
+            idx = i if st.count > 1 else None
+            if st.name in shared:
+                phi = fold(svc.capacity) if svc.kind == "ps" else None
+                if svc.kind != "ps" or phi is None or not (0 < phi < math.inf) or _is_present(svc.capacity):
+                    raise CompileError(f"stage `{st.name}` is held by a run with another stage: every stage of "
+                                       "such a run is ps(φ) with a constant φ above 0")
+                m = SharedStage(E, st.name, idx, phi)
+            elif svc.kind == "fifo":
+                m = FifoStage(E, st.name, idx, svc.servers)
+            elif _is_present(svc.capacity):
+                m = DelayStage(E, st.name, idx)
+            else:
+                c = fold(svc.capacity)
+                volatile = any(isinstance(n, (ir.PoolObs, ir.StageObs, ir.Draw)) for n in walk(svc.capacity))
+                m = PsStage(E, st.name, idx, None, c, volatile)
+                if c is None:
+                    late_caps.append(m)
+                if volatile:
+                    E.volatile_stages.append(m)
+            members.append(m)
+            E.all_stages.append(m)
+        E.stage_members[st.name] = members
+    cap_fns = {}
+    for st in program.stages:
+        if st.service.kind == "ps" and any(m in late_caps for m in E.stage_members[st.name]):
+            env = Env(f"the capacity of ps stage `{st.name}`", attrs=None, ctx={"present": "present"},
+                      stream="E.mrng")
+            cap_fns[st.name] = pc.function("_cap_", ("E", "present"), pc.expr(st.service.capacity, env))
+    # -- pool keys and spill
+    late_pool = []
+    for p in program.pools:
+        qk = pk = ek = None
+        if p.queue.kind == "by":
+            env = Env(f"the queue keys of pool `{p.name}`", attrs="A", ctx={"now": "E.now", "waited": "waited"},
+                      thread="T")
+            qk = pc.keys_function("_qk_", ("E", "T", "A", "waited"), p.queue.keys, env)
+        if p.preempt.kind == "by":
+            env = Env(f"the preempt keys of pool `{p.name}`", attrs="A",
+                      ctx={"now": "E.now", "decoding": "decoding", "position": "position",
+                           "admission": "admission"}, thread="T")
+            pk = pc.keys_function("_pk_", ("E", "T", "A", "decoding", "position", "admission"), p.preempt.keys, env)
+        if p.evict.kind == "by":
+            env = Env(f"the evict keys of pool `{p.name}`", attrs="A", ctx={"now": "E.now"}, stream="E.mrng")
+            ek = pc.keys_function("_ek_", ("E", "A"), p.evict.keys, env)
+        sp = None
+        if p.spill is not None:
+            env = Env(f"the spill of pool `{p.name}`", attrs=None, ctx={"now": "E.now"}, stream="E.mrng")
+            tier = _resolver(pc, "pool", p.spill.pool, env)
+            stage = _resolver(pc, "stage", p.spill.stage, env)
+            cost = pc.function("_spc_", ("E",), pc.expr(p.spill.cost, env))
+            when = pc.function("_spw_", ("E",), pc.expr(p.spill.when, env))
+            sp = (tier, stage, cost, when)
+        late_pool.append((p.name, qk, pk, ek, sp))
+    # -- observations
+    E.observe_names = []
+    E.observe_idx = {}
+
+    def observe_index(name: str) -> int:
+        if name not in E.observe_idx:
+            E.observe_idx[name] = len(E.observe_names)
+            E.observe_names.append(name)
+        return E.observe_idx[name]
+    E.observe_index = observe_index
+    claimed = {n.name for c in program.claims for n in walk(c.value) if isinstance(n, ir.Observed)}
+    # -- the workload
+    wl = program.workload
+    trace = _trace_of(wl)
+    E.trace = None
+    if trace is not None:
+        from serq.sim.trace import TraceReplay
+        E.trace = TraceReplay.load(trace, E.base_dir, E.streams.trace)
+    session_fn = pc.session_function(wl.session, trace=trace is not None)
+    init_fn = pc.init_function(wl.init) if wl.init else None
+    # -- gauges and claims
+    gauge_fns = []
+    for g in program.gauges:
+        env = Env(f"gauge `{g.name}`", attrs=None, ctx={}, stream=None)
+        gauge_fns.append((g.name, pc.function("_gauge_", ("E",), pc.expr(g.value, env))))
+    claim_states = []
+    for c in program.claims:
+        cs = ClaimState(c)
+        if c.form == "at_end":
+            env = Env(f"claim `{c.name}`", attrs=None, ctx={"now": "E.now"}, observed=True)
+            cs.value = pc.function("_claim_", ("E",), pc.expr(c.value, env))
+        if c.given is not None:
+            genv = Env(f"the given of claim `{c.name}`", attrs="A", ctx={}, stream=None)
+            cs.given = pc.function("_given_", ("E", "A"), pc.expr(c.given, genv))
+        claim_states.append(cs)
+    gap_fn = None
+    if wl.arrival.kind == "renewal":
+        env = Env("the renewal gap", attrs=None, ctx={}, stream="E.streams.arrival")
+        gap_fn = pc.function("_gap_", ("E",), pc.expr(wl.arrival.gap, env))
+    # -- compile and bind
+    ns = pc.finish()
+    E.line_locs = pc.mod.line_locs
+    E.session_fn = resolve(session_fn, ns)
+    E.init_fn = resolve(init_fn, ns) if init_fn is not None else None
+    for st in program.stages:
+        if st.name in cap_fns:
+            fn = resolve(cap_fns[st.name], ns)
+            for m in E.stage_members[st.name]:
+                m.capacity = fn
+    for name, qk, pk, ek, sp in late_pool:
+        for m in E.pool_members[name]:
+            m.queue_keys = resolve(qk, ns) if qk is not None else None
+            m.preempt_keys = resolve(pk, ns) if pk is not None else None
+            m.evict_keys = resolve(ek, ns) if ek is not None else None
+            if sp is not None:
+                m.spill = tuple(resolve(x, ns) for x in sp)
+    for spec in pc.holds:
+        for p in spec.pools:
+            p.resolver = resolve(p.resolver, ns)
+            p.units = resolve(p.units, ns)
+            p.reserve = resolve(p.reserve, ns) if p.reserve is not None else None
+        spec.reuse = resolve(spec.reuse, ns) if spec.reuse is not None else None
+        spec.cache = resolve(spec.cache, ns) if spec.cache is not None else None
+        spec.lease = resolve(spec.lease, ns) if spec.lease is not None else None
+    for key, obj in list(ns.items()):
+        if key.startswith("_legref_"):
+            ns[key] = resolve(obj, ns)
+    E.gauges = [Gauge(name, resolve(fn, ns)) for name, fn in gauge_fns]
+    E.gauges_on = bool(E.gauges)
+    for cs in claim_states:
+        cs.value = resolve(cs.value, ns) if cs.value is not None else None
+        cs.given = resolve(cs.given, ns) if cs.given is not None else None
+    E.claims = claim_states
+    E.givens = [cs for cs in claim_states if cs.given is not None]
+    E.gap_fn = resolve(gap_fn, ns) if gap_fn is not None else None
+    # -- statistics
+    meta = E.keep_samples
+    E.observes = [SampleSet(n, meta, n in claimed) for n in E.observe_names]
+    E.client_response = SampleSet("response", meta, "response" in claimed)
+    E.client_ttft = SampleSet("ttft", meta, "ttft" in claimed)
+    E.client_tpot = SampleSet("tpot", meta, "tpot" in claimed)
+    E.claim_values = {s.name: s for s in E.observes}
+    E.claim_values.update({"response": E.client_response, "ttft": E.client_ttft, "tpot": E.client_tpot})
+    for name in claimed:
+        if name not in E.claim_values:
+            E.claim_values[name] = SampleSet(name, False, True)
+    # -- attributes: every name a session may read, 0 until set
+    names = {"serial", "turn_no", "cached", "computed"}
+    names.update(a.name for a in program.attributes)
+    for n in _all_nodes(program):
+        if isinstance(n, ir.Attr):
+            names.add(n.name)
+        elif isinstance(n, (ir.SetStmt, ir.ChooseStmt)):
+            names.add(n.name)
+    if trace is not None:
+        names.update(("new", "out", "think", "more", "forced"))
+    E.attr_template = {n: 0.0 for n in sorted(names)}
+    # -- arrivals
+    E.closed = wl.arrival.kind == "closed"
+    E.arrive_extra = E.trace is not None or E.init_fn is not None or bool(E.givens)
+    E.resp_values = E.client_response.values
+    E.resp_meta = E.client_response.meta
+    E.resp_all = E.client_response.all
+    E.start = lambda: _start(E)
+    if E.warmup > 0:
+        E.schedule(E.warmup, E.reset_stats)
+
+
+def _start(E) -> None:
+    a = E.program.workload.arrival
+    kind = a.kind
+    if kind == "poisson":
+        mean = 1.0 / float(a.rate)
+        rnd = E.streams.arrival.u
+        heap = E.heap
+        seq = E.seq
+        arrive = E.arrive
+        limit = E.arrivals_limit if E.arrivals_limit is not None else math.inf
+        log = math.log
+
+        def poisson(_arg, _seq):
+            arrive()
+            if E.n_arrived >= limit:
+                E.arrivals_open = False
+                return
+            heappush(heap, (E.now - mean * log(1.0 - rnd()), next(seq), poisson, None))
+        E.schedule(0.0, poisson)
+    elif kind == "renewal":
+        def gap() -> float:
+            try:
+                g = E.gap_fn(E)
+            except RunError as e:
+                raise E.located(e) from None
+            if not (0.0 < g < math.inf):
+                raise E.located(RunError(f"a drawn renewal gap is {_num(g)}: a gap is positive and finite"))
+            return g
+
+        def renewal(_arg, _seq):
+            E.arrive()
+            if E.arrivals_limit is not None and E.n_arrived >= E.arrivals_limit:
+                E.arrivals_open = False
+                return
+            E.schedule(E.now + gap(), renewal)
+        E.schedule(gap(), renewal)
+    elif kind in ("closed", "batch"):
+        for _ in range(a.sessions):
+            E.arrive()
+        E.arrivals_open = False
+    elif kind == "trace":
+        E.trace.start(E)
+    else:
+        E.arrivals_open = False
+
+
+def _trace_of(wl):
+    t = getattr(wl, "trace", None)
+    if t is not None:
+        return t
+    if wl.arrival.kind == "trace":
+        return wl.arrival
+    return None
+
+
+def _is_present(e) -> bool:
+    return isinstance(e, ir.Ctx) and e.var == "present"
+
+
+def _resolver(pc, kind, ref, env):
+    """A member, or a function (E) -> member when its index is computed."""
+    if ref.index is None or isinstance(ref.index, ir.Num):
+        return pc.member_resolver(kind, ref, env)
+    name = ref.pool if kind == "pool" else ref.stage
+    return pc.function(f"_sref_{name}_", ("E",), pc.member(kind, ref, env))
+
+
+def _all_statements(program: ir.Program):
+    blocks = [program.server, program.workload.init, program.workload.turn, program.workload.session]
+    for b in blocks:
+        for s in b:
+            for n in walk(s):
+                if isinstance(n, ir.StmtBase):
+                    yield n
+
+
+def _all_nodes(program: ir.Program):
+    for b in (program.server, program.workload.init, program.workload.turn, program.workload.session):
+        for s in b:
+            yield from walk(s)
+    for p in program.pools:
+        yield from walk(p)
+    for c in program.claims:
+        yield from walk(c)
+
+
+def _num(v):
+    from serq.sim.engine import _num as n
+    return n(v)
+
+
+__all__ = ["build", "has_draw"]

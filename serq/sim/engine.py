@@ -1,0 +1,1073 @@
+"""The event loop: sessions and their threads, settling, pools, arrivals and the run.
+
+Configuration (reference, *Semantics*): the clock; the live sessions, each a
+main thread and its legs, with attributes, a continuation (the thread's
+generator), a status, holds (frames) and leases; each pool's capacity,
+holders, cache, queue and growers; each stage's jobs.
+
+After every event the engine settles (`settle`): it runs every ready thread in
+the order it became ready, then retries growers and admissions at every pool
+not served by a step stage, in declaration order, until nothing changes. The
+step-stage hook (`_start_iterations`) runs last, when no other event is
+pending at the instant; step stages themselves are refused for now.
+
+Events are heap entries `(time, seq, fn, arg)`; `seq` orders events at one
+instant by the order they were scheduled, and a cancelled event is one whose
+`seq` no longer matches what its target expects.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import sys
+import time as _time
+from collections import deque
+from heapq import heappop, heappush
+
+from serq.ir import models as ir
+from serq.sim.errors import Preempted, Refused, RunError
+from serq.sim.pools import Alloc, Frame, PoolMember, check_amount
+from serq.sim.rng import DrawError, Streams
+
+# thread states
+IDLE, READY, RUNNING, AT_STAGE, QUEUED, GROWING, JOINING, DONE = range(8)
+READY_LIMIT = 1000
+
+MAIN, LEG, MACHINE = 0, 1, 2
+
+
+class Thread:
+    """A session's main thread, which carries the session's own state, or one of its legs.
+
+    `sess` is the main thread (itself for a main thread). Fields a thread
+    rarely sets are class defaults, so creating a session costs little.
+    """
+
+    # a thread's own
+    state = IDLE
+    token = 0  # the sequence number of its live completion at a stage
+    where = None  # the stage or pool member it waits at
+    throw = None  # an exception to resume it with (a preempted hold admitted again)
+    n = 0  # statements since it last blocked (loops count them)
+    nstep = -1
+    ready_t = -1.0
+    ready_n = 0
+    t_stage = 0.0
+    grow_req = None
+    leg_no = 0
+    # the session's (on its main thread)
+    legs_live = 0
+    ended = False
+    turns = 0
+    t0 = 0.0
+    in_turn = False
+    stuck = False
+    trace = None
+    trace_pos = 0
+    leg_count = 0
+    refused = False
+    first_token = None
+    out_tokens = 0
+
+    frames = ()  # its holds, outermost first (a list once it holds)
+    leases = ()  # its leases (on a main thread: the session's)
+
+    def __init__(self, sess, A: dict, kind: int, serial: int) -> None:
+        self.sess = sess if sess is not None else self
+        self.A = A
+        self.kind = kind
+        self.serial = serial
+
+    def describe(self) -> str:
+        S = self.sess
+        s = f"session {S.serial}"
+        if S.turns:
+            s += f" (turn {S.turns})"
+        if self.kind == LEG:
+            s += f", leg {self.leg_no}"
+        return s
+
+
+class MainThread(Thread):
+    """A session: its main thread."""
+
+    kind = MAIN
+
+    def __init__(self, A: dict, serial: int) -> None:
+        self.sess = self
+        self.A = A
+        self.serial = serial
+
+
+Session = MainThread
+
+
+class Engine:
+    def __init__(self, program: ir.Program, *, seed: int, horizon: float, warmup: float,
+                 arrivals: int | None, base_dir=None, keep_samples: bool = False, progress=None) -> None:
+        from serq.sim.build import build
+        self.program = program
+        self.seed = seed
+        self.horizon = horizon
+        self.warmup = warmup
+        self.arrivals_limit = arrivals
+        self.base_dir = base_dir
+        self.keep_samples = keep_samples
+        self.progress = progress
+        self.now = 0.0
+        self.heap: list = []
+        self.seq = itertools.count(1)
+        self.release_seq = itertools.count(1)
+        self.adm_seq = itertools.count(1)
+        self.queue_seq = itertools.count(1)
+        self.ready: deque = deque()
+        self.current: Thread | None = None
+        self.streams = Streams(seed)
+        self.mrng = self.streams.machine
+        self.events = 0
+        self.n_arrived = 0
+        self.n_ended = 0
+        self.n_refused = 0
+        self.n_rejected = 0
+        self.live = 0
+        self.a_live = 0.0  # the time-integral of the live sessions, since the measurement's start
+        self.t_live_sum = 0.0  # the sum of the live sessions' arrival times
+        self.t_measure = 0.0
+        self.pre_live = 0  # sessions live at the warm-up, still live
+        self.pre_sum = 0.0
+        self.turns_started = 0
+        self.turns_done = 0
+        self.turns_answered = 0
+        self.stepno = 0
+        self.waiting: set = set()  # pool members with a queue or growers
+        self.stop_reason = None
+        self.arrivals_open = True
+        self.interrupted = False
+        self.notes: list[str] = []
+        build(self)
+
+    # ================================================================ the loop
+    def schedule(self, t: float, fn, arg=None) -> int:
+        seq = next(self.seq)
+        heappush(self.heap, (t, seq, fn, arg))
+        return seq
+
+    def make_ready(self, T: Thread) -> None:
+        now = self.now
+        if T.ready_t == now:
+            T.ready_n += 1
+            if T.ready_n > READY_LIMIT:
+                raise self.located(RunError(f"{T.describe()} became ready {READY_LIMIT} times at one instant "
+                                            f"({_num(now)}) without time passing"), T)
+        else:
+            T.ready_t = now
+            T.ready_n = 1
+        T.state = READY
+        self.ready.append(T)
+
+    def run(self) -> None:
+        heap = self.heap
+        horizon = self.horizon
+        ready = self.ready
+        popleft = ready.popleft
+        eoi = self.gauges_on or bool(self.volatile_stages)
+        self.attention = eoi
+        progress = self.progress
+        events = 0
+        wall0 = _time.perf_counter()
+        try:
+            self.start()
+            self.settle()
+            self.end_of_instant()
+            while heap:
+                t, seq, fn, arg = heappop(heap)
+                if t > horizon:
+                    heappush(heap, (t, seq, fn, arg))
+                    break
+                self.now = t
+                events += 1
+                fn(arg, seq)
+                if ready:
+                    # settle: run the ready threads in the order they became ready
+                    self.stepno += 1
+                    while ready:
+                        T = popleft()
+                        self.current = T
+                        T.n = 0
+                        try:
+                            exc = T.throw
+                            if exc is None:
+                                T.gen.send(None)
+                            else:
+                                T.throw = None
+                                T.gen.throw(exc)
+                        except StopIteration:
+                            self.current = None
+                            self.thread_done(T)
+                        except Refused:
+                            self.current = None
+                            self.thread_refused(T)
+                        except _ERRORS as e:
+                            self.current = None
+                            raise self.located(e, T) from None
+                    self.current = None
+                if self.waiting:
+                    self.settle()
+                if self.attention:
+                    if heap and heap[0][0] == t:
+                        continue
+                    if eoi:
+                        self.end_of_instant()
+                        if heap and heap[0][0] == t:
+                            continue
+                    if self.stop_reason is not None:
+                        break
+                if not events & 4095 and progress is not None:
+                    self.events = events
+                    progress(self, _time.perf_counter() - wall0)
+        except KeyboardInterrupt:
+            self.interrupted = True
+            self.stop_reason = "interrupted"
+        self.events = events
+        self.finish()
+
+    def run_ready(self) -> None:
+        ready = self.ready
+        step = self.step
+        self.stepno += 1
+        while ready:
+            step(ready.popleft())
+
+    def settle(self) -> None:
+        while True:
+            if self.ready:
+                self.run_ready()
+            if not self.waiting or not self.retry_pools():
+                if not self.ready:
+                    break
+        self._start_iterations()
+
+    def _start_iterations(self) -> None:
+        """Step stages start an iteration here (issue 5): none in this interpreter yet."""
+
+    def end_of_instant(self) -> None:
+        for st in self.volatile_stages:
+            st.refresh()
+        if self.heap and self.heap[0][0] == self.now:
+            return
+        if self.gauges_on:
+            self.read_gauges()
+
+    def step(self, T: Thread) -> None:
+        self.current = T
+        T.n = 0
+        try:
+            exc = T.throw
+            if exc is None:
+                T.gen.send(None)
+            else:
+                T.throw = None
+                T.gen.throw(exc)
+        except StopIteration:
+            self.current = None
+            self.thread_done(T)
+        except Refused:
+            self.current = None
+            self.thread_refused(T)
+        except _ERRORS as e:
+            self.current = None
+            raise self.located(e, T) from None
+        else:
+            self.current = None
+
+    def thread_refused(self, T: Thread) -> None:
+        T.state = DONE
+        if T.kind == LEG:
+            self.leg_done(T)
+
+    # ================================================================ errors
+    def located(self, e: Exception, T: Thread | None = None, loc=None) -> "SimRunError":
+        """The run-time error as the project's error: the session, the statement, the message."""
+        from serq.sim.compile import FILENAME
+        if isinstance(e, SimRunError):
+            return e
+        message = e.message if isinstance(e, RunError) else str(e)
+        if isinstance(e, (ZeroDivisionError, OverflowError, ValueError, TypeError)) and not isinstance(e, RunError):
+            message = f"{type(e).__name__}: {e}"
+        loc = loc or getattr(e, "loc", None)
+        if loc is None:
+            tb = e.__traceback__
+            line = None
+            while tb is not None:
+                if tb.tb_frame.f_code.co_filename == FILENAME:
+                    line = tb.tb_lineno
+                tb = tb.tb_next
+            if line is not None and 0 < line <= len(self.line_locs):
+                loc = self.line_locs[line - 1]
+        who = T.describe() if T is not None and T.kind != MACHINE else None
+        return SimRunError(message, loc, who, self.now)
+
+    def bad_guard(self, g: float) -> None:
+        raise RunError(f"a guard is {_num(g)}: a branch or while guard is 0 or 1")
+
+    def bad_amount(self, what: str, v: float) -> None:
+        check_amount(v, what)
+
+    def too_many(self, T: Thread) -> None:
+        raise RunError(f"{T.describe()} executed a million statements at one instant without blocking: "
+                       "a loop whose passes let no time pass")
+
+    def count_of(self, v: float, what: str) -> int:
+        if not (v >= 1 and v == int(v) and v <= 1_000_000_000):
+            raise RunError(f"{what} is {_num(v)}: a count is a whole number from 1")
+        return int(v)
+
+    # ================================================================ sessions
+    def arrive(self) -> Thread:
+        """A new session: init, the given checks, and its main thread made ready."""
+        serial = self.n_arrived
+        self.n_arrived = serial + 1
+        now = self.now
+        self.live += 1
+        self.t_live_sum += now
+        A = self.attr_template.copy()
+        A["serial"] = serial + 0.0
+        T = MainThread(A, serial)
+        T.t_arrive = now
+        if self.arrive_extra:
+            if self.trace is not None:
+                self.trace.assign(self, T)
+            if self.init_fn is not None:
+                try:
+                    self.init_fn(self, T, A)
+                except _ERRORS as e:
+                    raise self.located(e, T) from None
+            if self.givens:
+                self.check_given(T, A)
+        T.gen = self.session_fn(self, T, A)
+        T.state = READY
+        T.ready_t = now
+        T.ready_n = 1
+        self.ready.append(T)
+        return T
+
+    def thread_done(self, T: Thread) -> None:
+        if T.kind == MAIN and not T.legs_live and not T.ended:
+            self.end_session(T)
+            return
+        T.state = DONE
+        if T.kind == LEG:
+            self.leg_done(T)
+            return
+        if T.kind == MACHINE:
+            return
+        S = T
+        if S.ended:
+            return
+        if S.legs_live:
+            raise self.located(RunError(f"session {S.serial} ended while {S.legs_live} of its legs still run: "
+                                        "a session may not end before its legs (join them first)"), T,
+                               self.last_loc(T))
+        self.end_session(S)
+
+    def last_loc(self, T):
+        return None
+
+    def leg_done(self, T: Thread) -> None:
+        S = T.sess
+        for a in T.leases:
+            if not a.released:
+                if S.ended:
+                    self.release_lease_alloc(a)
+                else:
+                    a.owner = S
+                    if S.leases == ():
+                        S.leases = []
+                    S.leases.append(a)
+        T.leases = ()
+        S.legs_live -= 1
+        if S.legs_live == 0 and S.state == JOINING and not S.ended:
+            self.make_ready(S)
+
+    def end_session(self, S: Thread, refused: bool = False) -> None:
+        if S.ended:
+            return
+        S.ended = True
+        S.state = DONE
+        now = self.now
+        # every hold the main thread is in, innermost first, then the leases
+        if S.frames:
+            while S.frames:
+                F = S.frames.pop()
+                self.release_frame(F, S)
+        if S.leases:
+            for a in list(S.leases):
+                if not a.released:
+                    self.release_lease_alloc(a)
+            S.leases = ()
+        self.turns_done += S.turns
+        ta = S.t_arrive
+        if ta >= self.t_measure:
+            self.a_live += now - ta
+        else:
+            self.a_live += now - self.t_measure
+            self.pre_live -= 1
+            self.pre_sum -= ta
+        self.t_live_sum -= ta
+        self.live -= 1
+        self.n_ended += 1
+        if refused:
+            self.n_refused += 1
+        if self.closed:
+            self.arrive()
+        elif self.arrivals_limit is not None and not self.arrivals_open and self.live == 0:
+            self.stop_reason = "drained"
+
+    def end(self, T: Thread) -> None:
+        """`end;`: the session ends here (its holds released, its cached prefixes kept)."""
+        S = T.sess
+        if S.in_turn:
+            S.in_turn = False  # a refused request: the client records nothing of it
+        while T.frames:
+            F = T.frames.pop()
+            self.release_frame(F, T)
+
+    def refuse(self, T: Thread, member: PoolMember, spec) -> None:
+        """A hold that can never fit: the session ends; its legs run on."""
+        member.rejected += 1
+        self.n_rejected += 1
+        S = T.sess
+        main = S
+        S.in_turn = False
+        S.refused = True
+        if main is not T and main.state != DONE:
+            self.detach(main)
+            main.state = DONE
+            try:
+                main.gen.close()
+            except RuntimeError:
+                pass
+        # the refused thread's own holds go back now
+        while T.frames:
+            F = T.frames.pop()
+            self.release_frame(F, T)
+        self.end_session(S, refused=True)
+
+    # -- turns and what the client sees
+    def turn_start(self, S: Thread) -> None:
+        S.t0 = self.now
+        S.in_turn = True
+        S.first_token = None
+        S.out_tokens = 0
+
+    def answer(self, S: Thread) -> None:
+        if not S.in_turn:
+            return
+        S.in_turn = False
+        now = self.now
+        self.turns_answered += 1
+        if now >= self.warmup:
+            self.resp_values.append(now - S.t0)
+            if self.resp_meta:
+                r = self.client_response
+                r.times.append(now)
+                r.sessions.append(S.serial)
+                r.turns.append(S.turns)
+        if self.resp_all is not None:
+            self.resp_all.append(now - S.t0)
+
+    def observe(self, idx: int, v: float, T: Thread) -> None:
+        self.observes[idx].record(v, self.now, T.sess, self.warmup)
+
+    def trace_turn(self, T: Thread) -> None:
+        self.trace.turn(self, T)
+
+    # -- legs
+    def fork(self, T: Thread, fn) -> None:
+        S = T.sess
+        S.leg_count += 1
+        L = Thread(S, dict(T.A), LEG, S.serial)
+        L.leg_no = S.leg_count
+        L.gen = fn(self, L, L.A)
+        S.legs_live += 1
+        self.make_ready(L)
+
+    def join(self, T: Thread) -> bool:
+        if T.sess.legs_live == 0:
+            return False
+        T.state = JOINING
+        T.where = None
+        return True
+
+
+    # ================================================================ holds
+    def resolve_members(self, T: Thread, spec) -> list:
+        members = []
+        for p in spec.pools:
+            r = p.resolver
+            m = r if isinstance(r, PoolMember) else r(self, T, T.A)
+            members.append(m)
+        if len(members) > 1 and len(set(map(id, members))) != len(members):
+            raise RunError(f"`{spec.text}` names pool member {members[0].label} twice at run time: "
+                           "a hold names each pool once")
+        return members
+
+    def hold(self, T: Thread, spec) -> Frame:
+        members = self.resolve_members(T, spec)
+        F = Frame(spec, T, members)
+        if self.rejected_at_join(T, F):
+            raise Refused()
+        if T.frames == ():
+            T.frames = []
+        T.frames.append(F)
+        self.enqueue(F, head=False)
+        return F
+
+    def rejected_at_join(self, T: Thread, F: Frame) -> bool:
+        """Units or a reserve above the cap, read from attributes and numbers alone: never fits."""
+        spec = F.spec
+        A = T.A
+        for i, p in enumerate(spec.pools):
+            m = F.members[i]
+            if m.cap == math.inf:
+                continue
+            need = 0.0
+            if p.units_static:
+                need = m.up(check_amount(p.units(self, T, A), f"the units of `{spec.text}` on {m.label}"))
+            if p.reserve is not None and p.reserve_static:
+                r = check_amount(p.reserve(self, T, A), f"the reserve of `{spec.text}` on {m.label}")
+                need = max(need, m.up(r))
+            if need > m.cap:
+                self.refuse(T, m, spec)
+                return True
+        return False
+
+    def enqueue(self, F: Frame, head: bool) -> None:
+        m = F.members[0]
+        m.touch(self.now)
+        F.joined = self.now
+        F.qseq = next(self.queue_seq)
+        F.head = head
+        T = F.thread
+        T.state = QUEUED
+        T.where = m
+        if T.frames == ():
+            T.frames = []
+        if head:
+            m.queue.appendleft(F)
+        else:
+            m.queue.append(F)
+        if len(m.queue) > m.max_queue:
+            m.max_queue = len(m.queue)
+        self.waiting.add(m)
+
+    def retry_pools(self) -> bool:
+        progress = False
+        for m in sorted(self.waiting, key=_order):
+            if m.growers and self.retry_growers(m):
+                progress = True
+            if m.queue and self.retry_queue(m):
+                progress = True
+            if not m.queue and not m.growers:
+                self.waiting.discard(m)
+        return progress
+
+    def select_head(self, m: PoolMember) -> Frame:
+        q = m.queue
+        if not m.queue_by or q[0].head:
+            return q[0]
+        keys = m.queue_keys
+        best = None
+        bk = None
+        now = self.now
+        for F in q:
+            T = F.thread
+            k = (keys(self, T, T.A, now - F.joined), F.qseq)
+            if bk is None or k < bk:
+                best, bk = F, k
+        return best
+
+    def retry_queue(self, m: PoolMember) -> bool:
+        progress = False
+        while m.queue:
+            F = self.select_head(m)
+            try:
+                ok = self.try_admit(F)
+            except (RunError, DrawError) as e:
+                raise self.located(e, F.thread, F.spec.loc) from None
+            if not ok:
+                break
+            progress = True
+        return progress
+
+    def try_admit(self, F: Frame) -> bool:
+        T = F.thread
+        spec = F.spec
+        A = T.A
+        needs = []
+        for i, p in enumerate(spec.pools):
+            m = F.members[i]
+            u = check_amount(p.units(self, T, A), f"the units of `{spec.text}` on {m.label}")
+            r = check_amount(p.reserve(self, T, A), f"the reserve of `{spec.text}` on {m.label}") \
+                if p.reserve is not None else 0.0
+            ur = m.up(u)
+            rr = m.up(r)
+            need = max(ur, rr)
+            if need > m.cap:
+                F.asks = (m, need)
+            if not m.fits_admission(need):
+                return False
+            needs.append((u, ur, rr))
+        F.asks = None
+        # admitted: out of the queue, into every pool
+        q = F.members[0].queue
+        F.members[0].touch(self.now)
+        if q[0] is F:
+            q.popleft()
+        else:
+            q.remove(F)
+        rho = None
+        if spec.reuse is not None:
+            rho = check_amount(spec.reuse(self, T, A), f"the reuse of `{spec.text}`")
+        reuse_pools = spec.reuse_pools if spec.reuse is not None else spec.cache_pools
+        cached_attr = None
+        serial = T.sess.serial
+        now = self.now
+        for i, m in enumerate(F.members):
+            u, ur, rr = needs[i]
+            consumed = 0.0
+            if spec.cache is not None and m.name in reuse_pools:
+                e = m.live.get(serial)
+                if e is not None:
+                    limit = e.units if rho is None else min(e.units, rho)
+                    consumed = m.down(min(limit, ur))
+                    if consumed > 0.0:
+                        m.consume(e, consumed)
+                if cached_attr is None:
+                    cached_attr = consumed
+            a = Alloc(F, m, u, ur, rr, consumed, next(self.adm_seq))
+            F.allocs[i] = a
+            m.add_holder(a)
+            m.make_room()
+            m.admissions += 1
+            m.wait_sum += now - F.joined
+        A["cached"] = cached_attr if cached_attr is not None else 0.0
+        F.admitted = True
+        if F.preempted:
+            F.preempted = False
+            T.throw = Preempted(F)
+        self.make_ready(T)
+        return True
+
+    def hold_end(self, T: Thread, F: Frame) -> None:
+        frames = T.frames
+        if frames and frames[-1] is F:
+            frames.pop()
+        else:  # pragma: no cover - the generated code keeps frames nested
+            frames.remove(F)
+        spec = F.spec
+        lease_pos = spec.lease_pos
+        if lease_pos is not None and F.allocs[lease_pos] is not None:
+            a = F.allocs[lease_pos]
+            F.allocs[lease_pos] = None
+            self.release_frame(F, T)
+            self.lease(T, F, a)
+        else:
+            self.release_frame(F, T)
+        T.A["computed"] = 0.0
+
+    def release_frame(self, F: Frame, T: Thread) -> None:
+        """The end of a hold's scope (or `end`): every allocation back, caching per its clause."""
+        if not F.admitted:
+            m = F.members[0]
+            if F in m.queue:
+                m.touch(self.now)
+                m.queue.remove(F)
+            return
+        ell = None
+        spec = F.spec
+        for i, a in enumerate(F.allocs):
+            if a is None:
+                continue
+            F.allocs[i] = None
+            keep = 0.0
+            if spec.cache is not None and a.member.name in spec.cache_pools:
+                if ell is None:
+                    ell = self._cache_value(spec, T, T.A)
+                keep = min(ell, a.computed())
+            self.give_back(a, keep, T.sess.serial, T.A)
+
+    def _cache_value(self, spec, T, A) -> float:
+        try:
+            return check_amount(spec.cache(self, T, A), f"the cache of `{spec.text}`")
+        except (RunError, DrawError) as e:
+            raise self.located(e, T, spec.loc) from None
+
+    def give_back(self, a: Alloc, keep: float, serial: int, attrs) -> None:
+        m = a.member
+        a.released = True
+        m.remove_holder(a)
+        keep = m.down(min(keep, a.units))
+        if keep > 0.0:
+            m.add_entry(serial, keep, attrs)
+        if m.queue or m.growers:
+            self.waiting.add(m)
+
+    def release_alloc(self, T: Thread, F: Frame, i: int) -> None:
+        """`release m` inside a hold on m: that allocation back now, caching per the hold's clause."""
+        a = F.allocs[i]
+        if a is None:
+            return
+        F.allocs[i] = None
+        spec = F.spec
+        keep = 0.0
+        if spec.cache is not None and a.member.name in spec.cache_pools:
+            keep = min(self._cache_value(spec, T, T.A), a.computed())
+        self.give_back(a, keep, T.sess.serial, T.A)
+
+    # -- leases
+    def lease(self, T: Thread, F: Frame, a: Alloc) -> None:
+        spec = F.spec
+        try:
+            d = check_amount(spec.lease(self, T, T.A), f"the lease of `{spec.text}`")
+        except (RunError, DrawError) as e:
+            raise self.located(e, T, spec.loc) from None
+        m = a.member
+        m.to_lease(a)
+        a.owner = T
+        a.attrs = T.A
+        if T.leases == ():
+            T.leases = []
+        T.leases.append(a)
+        if d != math.inf:
+            a.expiry_seq = self.schedule(self.now + d, self.lease_expired, a)
+
+    def lease_expired(self, a: Alloc, seq: int) -> None:
+        if a.released or a.expiry_seq != seq:
+            return
+        a.member.leases_expired += 1
+        self.release_lease_alloc(a)
+
+    def release_lease_alloc(self, a: Alloc) -> None:
+        if a.released:
+            return
+        F = a.frame
+        spec = F.spec
+        T = a.owner
+        keep = 0.0
+        if spec.cache is not None and a.member.name in spec.cache_pools:
+            keep = min(self._cache_value(spec, T, a.attrs), a.computed())
+        self.give_back(a, keep, T.sess.serial, a.attrs)
+        owner_list = T.leases
+        if a in owner_list:
+            owner_list.remove(a)
+
+    def release_lease(self, T: Thread, m: PoolMember) -> None:
+        """`release m` outside any hold on m: end the thread's (or, for the session, its) leases there."""
+        leases = T.leases
+        for a in [a for a in leases if a.member is m and not a.released]:
+            self.release_lease_alloc(a)
+
+    def drop(self, T: Thread, m: PoolMember) -> None:
+        m.drop(T.sess.serial)
+
+    # -- positions
+    def load(self, T: Thread, F: Frame, i: int, n: float) -> None:
+        check_amount(n, "the amount of a load")
+        a = F.allocs[i]
+        if a is None:
+            raise RunError("load: the hold gave this pool back (release) before the load")
+        if a.pos + n > a.units + 1e-9:
+            raise RunError(f"load {a.member.label} ({_num(n)}): the position would reach {_num(a.pos + n)}, "
+                           f"past the allocation of {_num(a.units)}")
+        a.pos += n
+        a.advanced = True
+
+    def advance(self, T: Thread, F: Frame, i: int, w: float) -> None:
+        a = F.allocs[i]
+        if a is not None:
+            a.pos += w
+            a.advanced = True
+
+    def grow_for_run(self, T: Thread, F: Frame, i: int, w: float) -> bool:
+        a = F.allocs[i]
+        if a is None:
+            raise RunError("a growing run: the hold gave this pool back (release) before the run")
+        need = a.pos + w - a.req
+        if need <= 0.0:
+            return False
+        return self.grow(T, F, i, need)
+
+    # -- growth and preemption
+    def grow(self, T: Thread, F: Frame, i: int, d: float) -> bool:
+        check_amount(d, "the amount of a grow")
+        a = F.allocs[i]
+        if a is None:
+            raise RunError("grow: the hold gave this pool back (release) before the grow")
+        m = a.member
+        new_req = a.req + d
+        new_units = m.up(new_req)
+        m.grows += 1
+        if new_units <= a.units:
+            a.req = new_req
+            return False
+        if not m.preempt_by:
+            if not m.growers and m.fits_growth(a, new_units):
+                a.req = new_req
+                m.resize(a, new_units)
+                m.make_room()
+                return False
+            m.grow_waits += 1
+            T.grow_req = (a, new_req)
+            m.growers.append(T)
+            T.state = GROWING
+            T.where = m
+            self.waiting.add(m)
+            return True
+        while not m.fits_growth(a, new_units):
+            victim = self.choose_victim(m)
+            self.preempt(victim, m)
+            if victim.frame.thread is T:
+                return True
+        a.req = new_req
+        m.resize(a, new_units)
+        m.make_room()
+        return False
+
+    def retry_growers(self, m: PoolMember) -> bool:
+        progress = False
+        while m.growers:
+            T = m.growers[0]
+            a, new_req = T.grow_req
+            new_units = m.up(new_req)
+            if not m.fits_growth(a, new_units):
+                break
+            m.growers.popleft()
+            T.grow_req = None
+            a.req = new_req
+            m.resize(a, new_units)
+            m.make_room()
+            self.make_ready(T)
+            progress = True
+        return progress
+
+    def choose_victim(self, m: PoolMember) -> Alloc:
+        keys = m.preempt_keys
+        best = None
+        bk = None
+        rank = 0
+        for a in m.holders.values():
+            if a.lease:
+                continue
+            T = a.frame.thread
+            k = keys(self, T, T.A, 0.0, a.pos, float(rank))
+            if bk is None or k <= bk:  # ties: the candidate admitted last
+                best, bk = a, k
+            rank += 1
+        if best is None:  # pragma: no cover - the grower itself is a candidate
+            raise RunError(f"pool {m.label}: a growth that does not fit and nothing to preempt")
+        return best
+
+    def preempt(self, a: Alloc, m: PoolMember) -> None:
+        G = a.frame
+        V = G.thread
+        S = V.sess
+        m.preemptions += 1
+        pos = a.pos
+        if G.last_pos is not None and pos <= G.last_pos and not S.stuck:
+            S.stuck = True
+            m.stuck += 1
+        G.last_pos = pos
+        if V is not self.current:
+            self.detach(V)
+        while V.frames:
+            F2 = V.frames.pop()
+            self.abandon_frame(F2, V)
+            if F2 is G:
+                break
+        V.A["computed"] = pos
+        G.preempted = True
+        G.admitted = False
+        G.allocs = [None] * len(G.members)
+        try:
+            G.members = self.resolve_members(V, G.spec)
+        except RunError as e:
+            raise self.located(e, V, G.spec.loc) from None
+        if self.rejected_at_join(V, G):
+            if V is self.current:
+                raise Refused()
+            return
+        V.frames.append(G)
+        self.enqueue(G, head=not m.requeue_tail)
+
+    def abandon_frame(self, F: Frame, T: Thread) -> None:
+        """A preempted hold (or one inside it): released with its position cached."""
+        if not F.admitted:
+            m = F.members[0]
+            if F in m.queue:
+                m.touch(self.now)
+                m.queue.remove(F)
+            return
+        spec = F.spec
+        for i, a in enumerate(F.allocs):
+            if a is None:
+                continue
+            F.allocs[i] = None
+            keep = a.pos if (spec.cache is not None and a.member.name in spec.cache_pools) else 0.0
+            self.give_back(a, keep, T.sess.serial, T.A)
+        F.admitted = False
+
+    def detach(self, T: Thread) -> None:
+        """Take a suspended thread off whatever it waits on."""
+        st = T.state
+        if st == AT_STAGE:
+            T.where.remove(T)
+        elif st == QUEUED:
+            m = T.where
+            for F in reversed(T.frames):
+                if not F.admitted and F in m.queue:
+                    m.touch(self.now)
+                    m.queue.remove(F)
+                    break
+        elif st == GROWING:
+            m = T.where
+            if T in m.growers:
+                m.growers.remove(T)
+            T.grow_req = None
+        elif st == READY:
+            try:
+                self.ready.remove(T)
+            except ValueError:
+                pass
+        T.where = None
+
+    # ================================================================ spill
+    def spill(self, m: PoolMember, e, amount: float) -> None:
+        tier_r, stage_r, cost_fn, when_fn = m.spill
+        try:
+            if when_fn(self) == 0.0:
+                return
+            w = check_amount(cost_fn(self), f"the spill cost of pool {m.label}")
+        except (RunError, DrawError) as err:
+            raise self.located(err) from None
+        tier = tier_r if isinstance(tier_r, PoolMember) else tier_r(self)
+        stage = stage_r if not callable(stage_r) or hasattr(stage_r, "add") else stage_r(self)
+        m.spills += 1
+        serial = None if e.dead else e.serial
+        if w <= 0.0:
+            self.spill_insert(tier, serial, amount, e.attrs)
+            return
+        J = Thread(None, {}, MACHINE, -1)
+        J.gen = _spill_job(self, J, stage, w, tier, serial, amount, e.attrs)
+        self.make_ready(J)
+
+    def spill_insert(self, tier: PoolMember, serial, amount: float, attrs) -> None:
+        amount = tier.down(min(amount, tier.cap))
+        if amount <= 0.0:
+            return
+        if serial is not None and serial in tier.live:
+            old = tier.live[serial]
+            amount = tier.down(min(tier.cap, old.units + amount))
+        tier.add_entry(serial, amount, attrs, dead=serial is None)
+        tier.make_room()
+
+    # ================================================================ statistics
+    def reset_stats(self, _arg=None, _seq=None) -> None:
+        now = self.now
+        for m in self.all_pools:
+            m.reset(now)
+        for s in self.all_stages:
+            s.reset(now)
+        self.a_live = 0.0
+        self.t_measure = now
+        self.pre_live = self.live
+        self.pre_sum = self.t_live_sum
+
+    def t_live_sum_measured(self) -> float:
+        """Σ over live sessions of max(arrival, the warm-up)."""
+        return self.t_live_sum - self.pre_sum + self.pre_live * self.t_measure
+
+    def read_gauges(self) -> None:
+        now = self.now
+        for g in self.gauges:
+            g.read(self, now)
+
+    def jobs_in_service(self, stage) -> list:
+        return [ev[3] for ev in self.heap if ev[2] == stage.done and ev[3] is not None and ev[3].token == ev[1]]
+
+    def observed(self, fn: str, name: str) -> float:
+        return self.claim_values[name].aggregate(fn)
+
+    def check_given(self, S: Thread, A: dict) -> None:
+        for c in self.givens:
+            if c.out_of_scope is not None:
+                continue
+            try:
+                v = c.given(self, A)
+            except (RunError, DrawError) as e:
+                raise self.located(e, S) from None
+            if v == 0.0:
+                c.out_of_scope = S.serial
+
+    # ================================================================ the end
+    def finish(self) -> None:
+        if self.stop_reason is None:
+            if self.heap and self.heap[0][0] > self.horizon:
+                self.stop_reason = "horizon"
+            else:
+                self.stop_reason = "idle"
+        if self.stop_reason == "horizon" and self.horizon != math.inf:
+            self.now = self.horizon
+        now = self.now
+        for m in self.all_pools:
+            m.touch(now)
+        for s in self.all_stages:
+            s.touch(now)
+        # the live sessions' time since their arrival, or since the warm-up
+        self.a_live += self.live * now - self.t_live_sum_measured()
+        self.end = now
+
+
+_ERRORS = (RunError, DrawError, ZeroDivisionError, OverflowError, ValueError, TypeError)
+
+
+class SimRunError(Exception):
+    """A run-time error, located: becomes SerqError(kind="run") at the command line."""
+
+    def __init__(self, message: str, loc, who: str | None, now: float) -> None:
+        super().__init__(message)
+        self.message = message
+        self.loc = loc
+        self.who = who
+        self.now = now
+
+    def to_serq(self):
+        from serq.errors import SerqError
+        from serq.syntax.ast import Span
+        span = Span(self.loc.file, self.loc.line, self.loc.col) if self.loc is not None else None
+        where = f"{self.who}, " if self.who else ""
+        return SerqError(f"at time {_num(self.now)}, {where}{self.message}", span, "run")
+
+    def __str__(self) -> str:
+        return str(self.to_serq())
+
+
+def _spill_job(E, J, stage, w, tier, serial, amount, attrs):
+    stage.add(J, w)
+    yield
+    E.spill_insert(tier, serial, amount, attrs)
+
+
+def _order(m: PoolMember) -> int:
+    return m.order
+
+
+def _num(v: float) -> str:
+    from serq.link.consts import format_number
+    try:
+        if v != v:
+            return "NaN"
+        return format_number(float(v))
+    except (TypeError, ValueError, OverflowError):
+        return repr(v)

@@ -1,0 +1,344 @@
+"""Pools: capacity, holders, the prefix cache, the admission queue and the growers.
+
+The engine (`serq.sim.engine`) decides when to admit, grow, preempt and
+release; this module keeps each pool member's state consistent:
+
+- `holders`: the allocations, in admission order (leases included, marked);
+- `entries`: the cache, in release order — per-session entries (`live`, one
+  per session) and dead ones (the rest of an entry a hold did not consume);
+  `cached` is their total;
+- `queue`: the holds waiting for admission (frames), `growers`: the holds
+  waiting for room to grow, the head blocking the rest.
+
+The invariant `used + cached <= cap` is restored after every allocation by
+evicting in the pool's order (`make_room`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass
+
+from serq.sim.errors import RunError
+
+
+@dataclass
+class HoldPoolSpec:
+    name: str
+    resolver: object  # a member, or a function (E, T, A) -> member
+    units: object  # function (E, T, A) -> units
+    reserve: object | None
+    units_static: bool
+    reserve_static: bool
+
+
+@dataclass
+class HoldSpec:
+    """A hold statement, compiled."""
+
+    loc: object
+    text: str
+    pools: list
+    reuse: object | None
+    reuse_pools: frozenset
+    cache: object | None
+    cache_pools: frozenset
+    lease_pos: int | None
+    lease: object | None
+
+
+class Frame:
+    """One execution of a hold: waiting in its first pool's queue, then admitted."""
+
+    __slots__ = ("spec", "thread", "members", "allocs", "admitted", "preempted", "head", "joined", "qseq",
+                 "last_pos", "asks")
+
+    def __init__(self, spec: HoldSpec, thread, members: list) -> None:
+        self.spec = spec
+        self.thread = thread
+        self.members = members
+        self.allocs: list = [None] * len(members)
+        self.admitted = False
+        self.preempted = False
+        self.head = False  # re-entered at the head of its queue (a preemption, requeue head)
+        self.joined = 0.0
+        self.qseq = 0
+        self.last_pos = None  # the position at its last preemption (stuck detection)
+        self.asks = None  # (member, units) it asked for above the cap at its last try
+
+
+class Alloc:
+    """A frame's allocation on one pool member (or, after the scope, a lease)."""
+
+    __slots__ = ("frame", "member", "req", "units", "reserve", "pos", "advanced", "adm", "lease", "owner",
+                 "attrs", "expiry_seq", "released")
+
+    def __init__(self, frame, member, req: float, units: float, reserve: float, pos: float, adm: int) -> None:
+        self.frame = frame
+        self.member = member
+        self.req = req
+        self.units = units
+        self.reserve = reserve
+        self.pos = pos
+        self.advanced = False
+        self.adm = adm
+        self.lease = False
+        self.owner = None
+        self.attrs = None
+        self.expiry_seq = 0
+        self.released = False
+
+    def computed(self) -> float:
+        """The position a release caches from: the allocation, or where a growing run or a load got."""
+        return self.pos if self.advanced else self.units
+
+
+class Entry:
+    __slots__ = ("serial", "units", "t", "seq", "attrs", "dead")
+
+    def __init__(self, serial: int, units: float, t: float, seq: int, attrs) -> None:
+        self.serial = serial
+        self.units = units
+        self.t = t
+        self.seq = seq
+        self.attrs = attrs
+        self.dead = False
+
+
+class PoolMember:
+    def __init__(self, engine, decl, index: int | None, order: int) -> None:
+        self.E = engine
+        self.decl = decl
+        self.name = decl.name
+        self.index = index
+        self.label = decl.name if index is None else f"{decl.name}[{index}]"
+        self.order = order
+        self.cap = math.inf if decl.cap == "inf" else float(decl.cap)
+        self.block = decl.block
+        self.bs = float(decl.block or 1)
+        self.reserve_held = decl.reserve_held
+        self.preempt_by = decl.preempt.kind == "by"
+        self.requeue_tail = self.preempt_by and decl.preempt.requeue == "tail"
+        self.queue_by = decl.queue.kind == "by"
+        self.evict_by = decl.evict.kind == "by"
+        self.queue_keys = None  # function (E, T, A, waited) -> tuple
+        self.preempt_keys = None  # function (E, T, A, decoding, position, admission) -> tuple
+        self.evict_keys = None  # function (E, A) -> tuple
+        self.spill = None  # (tier resolver, stage resolver, cost fn, when fn)
+        self.used = 0.0
+        self.reserved_out = 0.0
+        self.holders: dict[int, Alloc] = {}
+        self.entries: dict[int, Entry] = {}
+        self.live: dict[int, Entry] = {}
+        self.cached = 0.0
+        self.queue: deque = deque()
+        self.growers: deque = deque()
+        # statistics
+        self.t_last = 0.0
+        self.clear_stats()
+
+    def clear_stats(self) -> None:
+        self.a_used = 0.0
+        self.a_cached = 0.0
+        self.a_queue = 0.0
+        self.a_holders = 0.0
+        self.max_used = self.used
+        self.max_queue = len(self.queue)
+        self.admissions = 0
+        self.wait_sum = 0.0
+        self.rejected = 0
+        self.evicted_entries = 0
+        self.evicted_units = 0.0
+        self.preemptions = 0
+        self.spills = 0
+        self.stuck = 0
+        self.leases_expired = 0
+        self.grows = 0
+        self.grow_waits = 0
+
+    def reset(self, now: float) -> None:
+        self.touch(now)
+        self.t_last = now
+        self.clear_stats()
+
+    def touch(self, now: float) -> None:
+        dt = now - self.t_last
+        if dt > 0.0:
+            self.a_used += self.used * dt
+            self.a_cached += self.cached * dt
+            self.a_queue += len(self.queue) * dt
+            self.a_holders += len(self.holders) * dt
+            self.t_last = now
+
+    # -- rounding
+    def up(self, u: float) -> float:
+        if self.block is None:
+            return u
+        return math.ceil(u / self.bs) * self.bs if u != math.inf else u
+
+    def down(self, u: float) -> float:
+        if self.block is None:
+            return u
+        return math.floor(u / self.bs) * self.bs if u != math.inf else u
+
+    # -- observables
+    def cached_of(self, T) -> float:
+        e = self.live.get(T.sess.serial)
+        return e.units if e is not None else 0.0
+
+    # -- holders
+    def add_holder(self, a: Alloc) -> None:
+        self.touch(self.E.now)
+        self.holders[a.adm] = a
+        self.used += a.units
+        if a.reserve > a.units:
+            self.reserved_out += a.reserve - a.units
+        if self.used > self.max_used:
+            self.max_used = self.used
+
+    def remove_holder(self, a: Alloc) -> None:
+        self.touch(self.E.now)
+        del self.holders[a.adm]
+        self.used -= a.units
+        if not a.lease and a.reserve > a.units:
+            self.reserved_out -= a.reserve - a.units
+        if not self.holders:
+            self.used = 0.0
+            self.reserved_out = 0.0
+
+    def resize(self, a: Alloc, new_units: float) -> None:
+        self.touch(self.E.now)
+        if a.reserve > a.units:
+            self.reserved_out -= a.reserve - a.units
+        self.used += new_units - a.units
+        a.units = new_units
+        if a.reserve > a.units:
+            self.reserved_out += a.reserve - a.units
+        if self.used > self.max_used:
+            self.max_used = self.used
+
+    def to_lease(self, a: Alloc) -> None:
+        """A lease is allocation only: its unallocated reservation no longer counts."""
+        if a.reserve > a.units:
+            self.reserved_out -= a.reserve - a.units
+        a.lease = True
+
+    def fits_admission(self, need: float) -> bool:
+        held = self.reserved_out if self.reserve_held else 0.0
+        return self.used + held + need <= self.cap
+
+    def fits_growth(self, a: Alloc, new_units: float) -> bool:
+        extra = new_units - a.units
+        if self.reserve_held:
+            held = self.reserved_out - max(0.0, a.reserve - a.units) + max(0.0, a.reserve - new_units)
+            return self.used + held + extra <= self.cap
+        return self.used + extra <= self.cap
+
+    # -- the cache
+    def add_entry(self, serial: int | None, units: float, attrs, dead: bool = False) -> None:
+        if units <= 0.0:
+            return
+        E = self.E
+        self.touch(E.now)
+        if not dead and serial is not None:
+            old = self.live.pop(serial, None)
+            if old is not None:
+                old.dead = True
+        e = Entry(serial, units, E.now, next(E.release_seq), attrs)
+        e.dead = dead
+        self.entries[e.seq] = e
+        if not dead:
+            self.live[serial] = e
+        self.cached += units
+
+    def consume(self, e: Entry, units: float) -> None:
+        """A hold takes `units` of the session's entry; the rest stays, dead, with its age."""
+        self.touch(self.E.now)
+        self.live.pop(e.serial, None)
+        e.dead = True
+        e.units -= units
+        self.cached -= units
+        if e.units <= 0.0:
+            del self.entries[e.seq]
+
+    def drop(self, serial: int) -> None:
+        e = self.live.pop(serial, None)
+        if e is not None:
+            self.touch(self.E.now)
+            self.cached -= e.units
+            del self.entries[e.seq]
+
+    def make_room(self) -> None:
+        """Evict in the pool's order until the allocations and the cache fit."""
+        if self.used + self.cached <= self.cap or not self.entries:
+            return
+        E = self.E
+        self.touch(E.now)
+        if self.evict_by:
+            keys = self.evict_keys
+            order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs), e.seq))
+        else:
+            order = list(self.entries.values())
+        for e in order:
+            if self.used + self.cached <= self.cap:
+                break
+            while e.units > 0.0 and self.used + self.cached > self.cap:
+                amount = min(self.bs, e.units) if self.block is not None else e.units
+                e.units -= amount
+                self.cached -= amount
+                self.evicted_units += amount
+                if self.spill is not None:
+                    E.spill(self, e, amount)
+            if e.units <= 0.0:
+                self.evicted_entries += 1
+                del self.entries[e.seq]
+                if not e.dead and self.live.get(e.serial) is e:
+                    del self.live[e.serial]
+        if self.cached < 1e-9:
+            self.cached = 0.0 if not self.entries else self.cached
+
+    def summary(self, span: float) -> dict:
+        return {
+            "cap": None if self.cap == math.inf else self.cap,
+            "block": self.block,
+            "used": self.used,
+            "cached": self.cached,
+            "mean_used": _div(self.a_used, span),
+            "mean_cached": _div(self.a_cached, span),
+            "mean_queue": _div(self.a_queue, span),
+            "mean_holders": _div(self.a_holders, span),
+            "max_used": self.max_used,
+            "max_queue": self.max_queue,
+            "admissions": self.admissions,
+            "mean_wait": _div(self.wait_sum, self.admissions),
+            "rejected": self.rejected,
+            "evicted_entries": self.evicted_entries,
+            "evicted_units": self.evicted_units,
+            "preemptions": self.preemptions,
+            "stuck": self.stuck,
+            "spills": self.spills,
+            "leases_expired": self.leases_expired,
+        }
+
+
+def _div(a: float, b: float):
+    if not b:
+        return None
+    return a / b
+
+
+def check_amount(v: float, what: str) -> float:
+    if not v >= 0.0:
+        raise RunError(f"{what} is {_show(v)}: an amount is not negative and not NaN")
+    return v
+
+
+def _show(v) -> str:
+    from serq.link.consts import format_number
+    try:
+        if v != v:
+            return "NaN"
+        return format_number(float(v))
+    except (TypeError, ValueError, OverflowError):
+        return repr(v)

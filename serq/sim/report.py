@@ -1,0 +1,264 @@
+"""The run's report: a JSON document whose schema is `docs/report.md`, and its text form."""
+
+from __future__ import annotations
+
+import json
+import math
+
+from serq.sim.compile import is_static  # noqa: F401  (kept for the schema's documentation tooling)
+from serq.sim.errors import RunError
+from serq.sim.rng import DrawError
+
+REPORT_VERSION = 1
+
+
+def _v(x):
+    """A JSON number: NaN and the infinities are null."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    return x
+
+
+def _clean(obj):
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_clean(v) for v in obj]
+    return _v(obj)
+
+
+def make_report(E) -> dict:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        serq_version = version("serq")
+    except PackageNotFoundError:  # pragma: no cover
+        serq_version = "unknown"
+    program = E.program
+    start = E.warmup
+    span = E.end - start if E.end > start else 0.0
+    stuck = sum(m.stuck for m in E.all_pools)
+    rep = {
+        "report_version": REPORT_VERSION,
+        "serq_version": serq_version,
+        "program": program.source,
+        "settings": {
+            "seed": E.seed,
+            "horizon": "inf" if E.horizon == math.inf else E.horizon,
+            "warmup": E.warmup,
+            "arrivals": E.arrivals_limit,
+        },
+        "end": E.end,
+        "measured": span,
+        "stopped": E.stop_reason,
+        "events": E.events,
+        "sessions": {
+            "arrived": E.n_arrived,
+            "ended": E.n_ended,
+            "live": E.live,
+            "refused": E.n_refused,
+            "rejected": E.n_rejected,
+            "stuck": stuck,
+            "mean_live": (E.a_live / span) if span > 0 else None,
+        },
+        "turns": {"started": E.turns_started, "answered": E.turns_answered},
+        "client": {
+            "ttft": E.client_ttft.summary(),
+            "tpot": E.client_tpot.summary(),
+            "response": E.client_response.summary(),
+        },
+        "observes": {s.name: s.summary() for s in E.observes},
+        "gauges": {g.name: g.summary(start, E.end) for g in E.gauges},
+        "stages": [],
+        "pools": [],
+        "claims": [],
+        "notes": [],
+    }
+    for st in E.all_stages:
+        row = {"name": st.name, "index": st.index}
+        row.update(st.summary(span))
+        rep["stages"].append(row)
+    for m in E.all_pools:
+        row = {"name": m.name, "index": m.index}
+        row.update(m.summary(span))
+        row.update(_pool_end(E, m))
+        rep["pools"].append(row)
+    for cs in E.claims:
+        rep["claims"].append(_claim(E, cs))
+    rep["notes"] = _notes(E, rep)
+    return _clean(rep)
+
+
+def _pool_end(E, m) -> dict:
+    growing = len(m.growers)
+    stalled = False
+    if growing:
+        waiting = {id(T) for T in m.growers}
+        holders = [a.frame.thread for a in m.holders.values() if not a.lease]
+        stalled = bool(holders) and all(id(T) in waiting for T in holders)
+    over = []
+    if m.queue:
+        try:
+            F = E.select_head(m)
+            T = F.thread
+            for i, p in enumerate(F.spec.pools):
+                pm = F.members[i]
+                u = pm.up(p.units(E, T, T.A))
+                r = pm.up(p.reserve(E, T, T.A)) if p.reserve is not None else 0.0
+                need = max(u, r)
+                if need > pm.cap:
+                    over.append({"session": T.sess.serial, "pool": pm.label, "asks": need, "cap": pm.cap})
+        except (RunError, DrawError, ArithmeticError, ValueError, TypeError):
+            pass
+    return {
+        "queued_at_end": len(m.queue),
+        "growing_at_end": growing,
+        "growing_stalled": stalled,
+        "over_cap": len([o for o in over if o["pool"] == m.label]),
+        "over": over,
+    }
+
+
+def _claim(E, cs) -> dict:
+    out = {"name": cs.name, "form": cs.form}
+    if cs.form != "at_end":
+        out["result"] = "not checked"
+        out["why"] = "a claim over iterations reads a step stage's iterations, which this interpreter does not run"
+        return out
+    if cs.out_of_scope is not None:
+        out["result"] = "out of scope"
+        out["session"] = cs.out_of_scope
+        out["why"] = f"session {cs.out_of_scope} does not satisfy its given"
+        return out
+    if E.live:
+        out["result"] = "not evaluated"
+        out["why"] = f"{E.live} session(s) still live at the end (--arrivals N drains them)"
+        return out
+    if E.stop_reason == "interrupted":
+        out["result"] = "not evaluated"
+        out["why"] = "the run was interrupted"
+        return out
+    try:
+        v = cs.value(E)
+    except (RunError, DrawError, ArithmeticError, ValueError) as e:
+        out["result"] = "error"
+        out["why"] = getattr(e, "message", str(e))
+        return out
+    out["result"] = "holds" if v != 0.0 else "fails"
+    return out
+
+
+def _notes(E, rep) -> list[str]:
+    notes = list(E.notes)
+    for s in E.observes:
+        vals = s.values
+        if len(vals) >= 40 and all(v == 0.0 for v in vals):
+            notes.append(f"observe `{s.name}` is 0 in all {len(vals)} samples")
+    if rep["sessions"]["stuck"]:
+        notes.append(f"{rep['sessions']['stuck']} session(s) stuck: preempted again without advancing past their "
+                     "previous preemption")
+    for p in rep["pools"]:
+        label = p["name"] if p["index"] is None else f"{p['name']}[{p['index']}]"
+        if p["growing_stalled"]:
+            notes.append(f"pool {label}: every holder waits to grow (growing_stalled): none will")
+        for o in p["over"]:
+            notes.append(f"over: pool {o['pool']}'s queue head (session {o['session']}) asks {_fmt(o['asks'])} "
+                         f"of a cap of {_fmt(o['cap'])}")
+    if E.stop_reason == "interrupted":
+        notes.append(f"interrupted at time {_fmt(E.end)}: the report covers what was measured until then")
+    return notes
+
+
+def to_json(rep: dict) -> str:
+    return json.dumps(rep, indent=2, allow_nan=False) + "\n"
+
+
+def _fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if v == 0:
+            return "0"
+        if abs(v) >= 1e6 or abs(v) < 1e-3:
+            return f"{v:.4g}"
+        return f"{v:.4f}".rstrip("0").rstrip(".")
+    return str(v)
+
+
+def _mean_ci(s: dict) -> str:
+    if s.get("mean") is None:
+        return "-"
+    if s.get("ci95") is None:
+        return _fmt(s["mean"])
+    return f"{_fmt(s['mean'])} ± {_fmt(s['ci95'])}"
+
+
+def render_text(rep: dict, console) -> None:
+    from rich.table import Table
+
+    st = rep["settings"]
+    console.print(f"[bold]{rep['program']}[/bold]  seed {st['seed']}  horizon {_fmt(st['horizon'])}  warmup "
+                  f"{_fmt(st['warmup'])}" + (f"  arrivals {st['arrivals']}" if st["arrivals"] else ""))
+    s = rep["sessions"]
+    console.print(f"ended at {_fmt(rep['end'])} ({rep['stopped']}); {rep['events']} events; sessions: "
+                  f"{s['arrived']} arrived, {s['ended']} ended, {s['live']} live, {s['refused']} refused, "
+                  f"{s['rejected']} rejected; mean live {_fmt(s['mean_live'])}; turns {rep['turns']['answered']} "
+                  f"answered of {rep['turns']['started']}")
+
+    def sample_table(title: str, rows: dict) -> None:
+        t = Table(title=title, title_justify="left")
+        for c in ("name", "count", "mean ± 95% CI", "std", "min", "p50", "p90", "p99", "max"):
+            t.add_column(c, justify="left" if c == "name" else "right")
+        for name, x in rows.items():
+            t.add_row(name, str(x["count"]), _mean_ci(x), _fmt(x["std"]), _fmt(x["min"]), _fmt(x["p50"]),
+                      _fmt(x["p90"]), _fmt(x["p99"]), _fmt(x["max"]))
+        console.print(t)
+
+    client = {k: v for k, v in rep["client"].items() if v["count"]}
+    if client:
+        sample_table("client", client)
+    if rep["observes"]:
+        sample_table("observe", rep["observes"])
+    if rep["gauges"]:
+        t = Table(title="gauge (time average over [warmup, end])", title_justify="left")
+        for c in ("name", "mean ± 95% CI", "min", "max"):
+            t.add_column(c, justify="left" if c == "name" else "right")
+        for name, g in rep["gauges"].items():
+            t.add_row(name, _mean_ci(g), _fmt(g["min"]), _fmt(g["max"]))
+        console.print(t)
+    if rep["stages"]:
+        t = Table(title="stage", title_justify="left")
+        for c in ("name", "service", "util", "mean busy", "mean queue", "completed", "throughput", "mean wait",
+                  "mean sojourn"):
+            t.add_column(c, justify="left" if c in ("name", "service") else "right")
+        for r in rep["stages"]:
+            label = r["name"] if r["index"] is None else f"{r['name']}[{r['index']}]"
+            svc = r["service"] + (f"({r['servers']})" if r.get("servers", 1) != 1 else "")
+            t.add_row(label, svc, _fmt(r["utilization"]), _fmt(r["mean_busy"]), _fmt(r["mean_queue"]),
+                      str(r["completed"]), _fmt(r["throughput"]), _fmt(r["mean_wait"]), _fmt(r["mean_sojourn"]))
+        console.print(t)
+    if rep["pools"]:
+        t = Table(title="pool", title_justify="left")
+        for c in ("name", "cap", "mean used", "mean cached", "mean queue", "admitted", "mean wait", "rejected",
+                  "evicted", "preempted", "stuck", "grow:", "over:"):
+            t.add_column(c, justify="left" if c == "name" else "right")
+        for r in rep["pools"]:
+            label = r["name"] if r["index"] is None else f"{r['name']}[{r['index']}]"
+            t.add_row(label, _fmt(r["cap"]) if r["cap"] is not None else "inf", _fmt(r["mean_used"]),
+                      _fmt(r["mean_cached"]), _fmt(r["mean_queue"]), str(r["admissions"]), _fmt(r["mean_wait"]),
+                      str(r["rejected"]), f"{r['evicted_entries']} ({_fmt(r['evicted_units'])})",
+                      str(r["preemptions"]), str(r["stuck"]), str(r["growing_at_end"]), str(r["over_cap"]))
+        console.print(t)
+    if rep["claims"]:
+        t = Table(title="claim", title_justify="left")
+        for c in ("name", "form", "result", "why"):
+            t.add_column(c)
+        for c in rep["claims"]:
+            color = {"holds": "green", "fails": "red"}.get(c["result"], "yellow")
+            t.add_row(c["name"], c["form"].replace("_", " "), f"[{color}]{c['result']}[/{color}]", c.get("why", ""))
+        console.print(t)
+    for n in rep["notes"]:
+        console.print(f"note: {n}")
