@@ -119,6 +119,7 @@ class BuildResult:
     seconds: float = 0.0
     returncode: int = 0
     messages: list[str] = field(default_factory=list)  # driver-level problems
+    waited: float = 0.0  # seconds spent waiting for another build of the checkout
 
     @property
     def diagnostics(self) -> list[Diagnostic]:
@@ -478,23 +479,50 @@ class Finding:
         return f"{self.file}:{self.line}:{self.col}: error: {self.message}"
 
 
+# `admit` is also a natural name in a serving model (admission control): it counts as
+# the tactic only where a tactic stands (after `by`, `;`, `<;>`, `·`, `=>`, `(`, `|`
+# or first on its line) and nothing follows it on the line but a tactic separator.
+_TACTIC_BEFORE = {"by", ";", "<;>", "·", ".", "=>", "(", "|"}
+_TACTIC_AFTER = {";", "<;>", ")", "|"}
+
+
+def _symbols(tokens: list[Token]) -> list[Token]:
+    """Merge the multi-character symbols the scan cares about (`<;>`, `=>`)."""
+    out: list[Token] = []
+    for t in tokens:
+        if out and t.kind == "symbol" and out[-1].kind == "symbol" and out[-1].line == t.line \
+                and out[-1].col + len(out[-1].text) == t.col \
+                and out[-1].text + t.text in ("<;", "<;>", "=>"):
+            prev = out.pop()
+            t = Token("symbol", prev.text + t.text, prev.line, prev.col)
+        out.append(t)
+    return out
+
+
 def scan_source(text: str, file: str = "<string>") -> list[Finding]:
     """The forbidden words in Lean source, ignoring comments, strings and name literals."""
+    toks = _symbols(list(lean_tokens(text)))
     out: list[Finding] = []
-    prev: Token | None = None
-    for t in lean_tokens(text):
-        if t.kind == "ident" and not (prev and prev.kind == "symbol" and prev.text == "`"):
-            last = t.text.rsplit(".", 1)[-1]
-            word = None
-            if last in FORBIDDEN:
-                word = last
-            elif last == "native" and prev is not None and prev.text == "+":
-                word = "native_decide"  # `decide +native`
-            if word:
-                msg = FORBIDDEN[word] if last != "native" else \
-                    "`decide +native` trusts the compiler (and fails offline); use `decide` or `decide +kernel`"
-                out.append(Finding(file, t.line, t.col, word, msg))
-        prev = t
+    for k, t in enumerate(toks):
+        if t.kind != "ident":
+            continue
+        prev = toks[k - 1] if k else None
+        nxt = toks[k + 1] if k + 1 < len(toks) else None
+        if prev is not None and prev.kind == "symbol" and prev.text == "`":
+            continue  # a name literal
+        last = t.text.rsplit(".", 1)[-1]
+        if last == "native" and prev is not None and prev.text == "+":
+            out.append(Finding(file, t.line, t.col, "native_decide",
+                               "`decide +native` trusts the compiler (and fails offline); "
+                               "use `decide` or `decide +kernel`"))
+        elif t.text == "admit":
+            first_on_line = prev is None or prev.line != t.line
+            before_ok = first_on_line or prev.text in _TACTIC_BEFORE
+            after_ok = nxt is None or nxt.line != t.line or nxt.text in _TACTIC_AFTER
+            if before_ok and after_ok:
+                out.append(Finding(file, t.line, t.col, "admit", FORBIDDEN["admit"]))
+        elif last in FORBIDDEN and last != "admit":
+            out.append(Finding(file, t.line, t.col, last, FORBIDDEN[last]))
     return out
 
 
@@ -793,10 +821,17 @@ def _prune_stale(project: Project, modules: dict[str, Module]) -> None:
 
 
 @contextlib.contextmanager
-def _build_lock(project: Project, exclusive: bool) -> Iterator[None]:
+def _build_lock(project: Project, exclusive: bool, say: Event | None = None) -> Iterator[None]:
+    """Builds of one checkout take it exclusively, checks of extra files shared."""
     project.build_dir.mkdir(parents=True, exist_ok=True)
+    mode = fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH
     with open(project.build_dir / ".lock", "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH)
+        try:
+            fcntl.flock(f, mode | fcntl.LOCK_NB)
+        except OSError:
+            if say:
+                say("lean: waiting for another Lean build of this checkout to finish")
+            fcntl.flock(f, mode)
         try:
             yield
         finally:
@@ -849,7 +884,9 @@ def build(root: str | os.PathLike | None = None, *, jobs: int | None = DEFAULT_J
 
 def _build_modules(project: Project, tc: Toolchain, jobs: int, force: bool,
                    timeout: float | None, say: Event) -> BuildResult:
-    with _build_lock(project, exclusive=True):
+    t_lock = time.monotonic()
+    with _build_lock(project, exclusive=True, say=say):
+        waited = time.monotonic() - t_lock
         modules = discover(project)
         order = topo_order(modules, project)
         _prune_stale(project, modules)
@@ -928,7 +965,8 @@ def _build_modules(project: Project, tc: Toolchain, jobs: int, force: bool,
                     results[running.pop(fut)] = fut.result()
         mods = [results[n] for n in order]
         ok = all(m.status in ("built", "skipped") for m in mods)
-        return BuildResult(ok=ok, mode="modules", modules=mods, returncode=0 if ok else 1)
+        return BuildResult(ok=ok, mode="modules", modules=mods, returncode=0 if ok else 1,
+                           waited=waited)
 
 
 _LAKE_DIAG_RE = re.compile(
@@ -942,7 +980,7 @@ def _build_with_lake(project: Project, tc: Toolchain, say: Event, force: bool) -
     say(f"lean: {' '.join(cmd)} ({tc.version})")
     t0 = time.monotonic()
     lines: list[str] = []
-    with _build_lock(project, exclusive=True), lean_slot(say):
+    with _build_lock(project, exclusive=True, say=say), lean_slot(say):
         try:
             p = subprocess.Popen(cmd, cwd=project.root, stdout=subprocess.PIPE,
                                  stderr=subprocess.STDOUT, text=True, errors="replace")
@@ -995,7 +1033,7 @@ def compile_file(path: str | os.PathLike, *, root: str | os.PathLike | None = No
     label = project.rel(p)
     say = on_event or _quiet
     say(f"lean: checking {label}")
-    with _build_lock(project, exclusive=False):
+    with _build_lock(project, exclusive=False, say=say):
         if tc.has_lake:
             r = run_lean(tc, [*opts, p.name], cwd=p.parent, lean_path=[], project_root=rootp,
                          file_label=label, timeout=timeout, on_event=say,
