@@ -57,3 +57,15 @@ def assert_covers(mean: float, half: float, exact: float) -> None:
 def observed(report: dict, name: str) -> list:
     """The values an observe recorded (its summary's min/max/mean for single values)."""
     return report["observes"][name]
+
+
+def run_samples(text: str, tmp_path: Path, name: str = "prog.sq", **settings) -> dict:
+    """Run a program keeping its samples: observe name -> [(session, value), …] in the order recorded."""
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    result = simulate(link_file(path), base_dir=tmp_path, keep_samples=True, **settings)
+    out = {}
+    for s in result.engine.observes:
+        out[s.name] = list(zip(s.sessions, s.values))
+    out["_report"] = result.report
+    return out

@@ -71,6 +71,7 @@ class Thread:
     out_tokens = 0
 
     frames = ()  # its holds, outermost first (a list once it holds)
+    legs = ()  # a session's live legs
     leases = ()  # its leases (on a main thread: the session's)
 
     def __init__(self, sess, A: dict, kind: int, serial: int) -> None:
@@ -387,6 +388,8 @@ class Engine:
                     S.leases.append(a)
         T.leases = ()
         S.legs_live -= 1
+        if T in S.legs:
+            S.legs.remove(T)
         if S.legs_live == 0 and S.state == JOINING and not S.ended:
             self.make_ready(S)
 
@@ -490,6 +493,9 @@ class Engine:
         L = Thread(S, dict(T.A), LEG, S.serial)
         L.leg_no = S.leg_count
         L.gen = fn(self, L, L.A)
+        if S.legs == ():
+            S.legs = []
+        S.legs.append(L)
         S.legs_live += 1
         self.make_ready(L)
 
@@ -1027,6 +1033,57 @@ class Engine:
         # the live sessions' time since their arrival, or since the warm-up
         self.a_live += self.live * now - self.t_live_sum_measured()
         self.end = now
+        if self.stop_reason != "interrupted":
+            self.check_deadlock()
+
+    def check_deadlock(self) -> None:
+        """Sessions and legs waiting only for each other, one at a join, none for a lease that will expire."""
+        waiting: dict = {}
+        for m in self.all_pools:
+            for F in m.queue:
+                waiting[F.thread] = m
+            for T in m.growers:
+                waiting[T] = m
+        joins = {T.sess for T in waiting if T.kind == LEG and T.sess.state == JOINING and not T.sess.ended}
+        if not joins:
+            return
+        stuck = set(waiting) | joins
+        changed = True
+        while changed:
+            changed = False
+            for T in list(stuck):
+                if T in joins:
+                    blockers = list(T.legs)
+                    free = not blockers or any(L not in stuck for L in blockers)
+                else:
+                    m = waiting[T]
+                    free = not m.holders
+                    for a in m.holders.values():
+                        if a.lease:
+                            if a.expiry_seq or a.owner not in stuck:
+                                free = True
+                        elif a.frame.thread not in stuck:
+                            free = True
+                if free:
+                    stuck.discard(T)
+                    changed = True
+        for S in sorted((T for T in stuck if T in joins), key=lambda T: T.serial):
+            leg = next(L for L in S.legs if L in stuck)
+            m = waiting[leg]
+            raise self.located(RunError(
+                f"deadlock: session {S.serial} waits at its join for leg {leg.leg_no}, which waits at pool "
+                f"{m.label} for memory the session holds or leases (a hold-and-wait cycle; a finite lease "
+                "breaks it)"), S, self.suspended_loc(S))
+
+    def suspended_loc(self, T: Thread):
+        """The statement a suspended thread stands at."""
+        frame = getattr(T.gen, "gi_frame", None)
+        if frame is None:
+            return None
+        line = frame.f_lineno
+        if 0 < line <= len(self.line_locs):
+            return self.line_locs[line - 1]
+        return None
 
 
 _ERRORS = (RunError, DrawError, ZeroDivisionError, OverflowError, ValueError, TypeError)
