@@ -1,6 +1,7 @@
 module
 
 public import Serq.Basic
+public import Serq.Exec
 
 /-! # serQ in Lean
 
