@@ -107,6 +107,12 @@ def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, 
     try:
         result = simulate(program, seed=seed, horizon=_horizon(horizon), warmup=warmup, arrivals=arrivals,
                           base_dir=path.parent, keep_samples=dump is not None, progress=progress)
+    except SerqError as e:
+        # the IR names a statement's file as the program does (relative to it): show its line
+        if e.span is not None and not Path(e.span.file).exists() and (path.parent / e.span.file).exists():
+            from dataclasses import replace
+            e.span = replace(e.span, file=str(path.parent / e.span.file))
+        raise
     finally:
         if progress is not None:
             progress.close()

@@ -455,7 +455,7 @@ class ProgramCompiler:
         elif k == "choose":
             self.choose(s, ctx, ind, env)
         elif k == "end":
-            emit(ind, "E.end(T)")
+            emit(ind, "E.end(T, True)" if ctx.side == "server" else "E.end(T)")
             emit(ind, "return")
         else:
             raise CompileError(f"unknown statement kind {k}")

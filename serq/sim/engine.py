@@ -420,16 +420,19 @@ class Engine:
         self.t_live_sum -= ta
         self.live -= 1
         self.n_ended += 1
-        if refused:
+        if refused or S.refused:
             self.n_refused += 1
         if self.closed:
             self.arrive()
         elif self.arrivals_limit is not None and not self.arrivals_open and self.live == 0:
             self.stop_reason = "drained"
 
-    def end(self, T: Thread) -> None:
-        """`end;`: the session ends here (its holds released, its cached prefixes kept)."""
+    def end(self, T: Thread, refuses: bool = False) -> None:
+        """`end;`: the session ends here (its holds released, its cached prefixes kept); in the
+        server it refuses the request too."""
         S = T.sess
+        if refuses:
+            S.refused = True
         if S.in_turn:
             S.in_turn = False  # a refused request: the client records nothing of it
         while T.frames:
