@@ -189,6 +189,7 @@ class ProgramCompiler:
         self.array_names: dict[tuple[str, str], str] = {}
         self.holds: list = []
         self.pending_functions: list = []
+        self.mod.globals["_turn_key"] = engine.streams.turn_key_function()
 
     # ------------------------------------------------------------ references
     def _member_array(self, kind: str, name: str) -> str:
@@ -371,14 +372,21 @@ class ProgramCompiler:
         self.mod.emit(2, "yield")
         ctx = _Ctx(side="session", stream="R" if draws else None, trace=trace)
         self.block(body, ctx, 1)
+        self.finish_thread(1)
         return _Late(name)
+
+    def finish_thread(self, ind: int) -> None:
+        """The end of a thread's block: done, without the cost of a StopIteration (never resumed)."""
+        self.mod.emit(ind, "E.thread_done(T)")
+        self.mod.emit(ind, "yield")
+        self.mod.emit(ind, "return")
 
     def init_function(self, body: list) -> _Late:
         name = self.mod.fresh("_init_")
         self.mod.emit(0, f"def {name}(E, T, A):")
         self.mod.emit(1, "S = T.sess")
         if any(has_draw(s) for s in body):
-            self.mod.emit(1, "_rk = E.streams.turn_key(S.serial, 0)")
+            self.mod.emit(1, "_rk = _turn_key(S.serial, 0)")
             stream = "site:_rk"
         else:
             stream = None
@@ -456,7 +464,7 @@ class ProgramCompiler:
             self.choose(s, ctx, ind, env)
         elif k == "end":
             emit(ind, "E.end(T, True)" if ctx.side == "server" else "E.end(T)")
-            emit(ind, "return")
+            self.finish_thread(ind)
         else:
             raise CompileError(f"unknown statement kind {k}")
 
@@ -477,7 +485,7 @@ class ProgramCompiler:
         turn_body = self.program.workload.turn
         stream = None
         if any(has_draw(s) for s in turn_body):
-            emit(ind, "_rk = E.streams.turn_key(S.serial, S.turns)")
+            emit(ind, "_rk = _turn_key(S.serial, S.turns)")
             stream = "site:_rk"
         tctx = _Ctx(side="turn", stream=stream)
         tctx.env = self.stmt_env(stream)
@@ -654,6 +662,7 @@ class ProgramCompiler:
         self.mod.emit(1, "if False:")
         self.mod.emit(2, "yield")
         self.block(body, _Ctx(side="leg", stream="R" if draws else None), 1)
+        self.finish_thread(1)
         leg_lines, leg_locs = self.mod.lines, self.mod.line_locs
         self.mod.lines, self.mod.line_locs = saved_lines, saved_locs
         self.pending_functions.append((leg_lines, leg_locs))

@@ -18,6 +18,7 @@ instant by the order they were scheduled, and a cancelled event is one whose
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import sys
@@ -49,8 +50,8 @@ class Thread:
     token = 0  # the sequence number of its live completion at a stage
     where = None  # the stage or pool member it waits at
     throw = None  # an exception to resume it with (a preempted hold admitted again)
-    n = 0  # statements since it last blocked (loops count them)
-    nstep = -1
+    n = 0  # statements its loops executed since time n_t (the limit's count)
+    n_t = -1.0
     ready_t = -1.0
     ready_n = 0
     t_stage = 0.0
@@ -175,8 +176,13 @@ class Engine:
         eoi = self.gauges_on or bool(self.volatile_stages)
         self.attention = eoi
         progress = self.progress
+        waiting = self.waiting
         events = 0
         wall0 = _time.perf_counter()
+        # The run makes no reference cycle that outlives a thread (a thread lets go of its
+        # generator when it ends): the cyclic collector only costs time here.
+        gc_was = gc.isenabled()
+        gc.disable()
         try:
             self.start()
             self.settle()
@@ -191,11 +197,9 @@ class Engine:
                 fn(arg, seq)
                 if ready:
                     # settle: run the ready threads in the order they became ready
-                    self.stepno += 1
                     while ready:
                         T = popleft()
                         self.current = T
-                        T.n = 0
                         try:
                             exc = T.throw
                             if exc is None:
@@ -213,7 +217,7 @@ class Engine:
                             self.current = None
                             raise self.located(e, T) from None
                     self.current = None
-                if self.waiting:
+                if waiting:
                     self.settle()
                 if self.attention:
                     if heap and heap[0][0] == t:
@@ -230,13 +234,15 @@ class Engine:
         except KeyboardInterrupt:
             self.interrupted = True
             self.stop_reason = "interrupted"
+        finally:
+            if gc_was:
+                gc.enable()
         self.events = events
         self.finish()
 
     def run_ready(self) -> None:
         ready = self.ready
         step = self.step
-        self.stepno += 1
         while ready:
             step(ready.popleft())
 
@@ -262,7 +268,6 @@ class Engine:
 
     def step(self, T: Thread) -> None:
         self.current = T
-        T.n = 0
         try:
             exc = T.throw
             if exc is None:
@@ -316,7 +321,12 @@ class Engine:
         check_amount(v, what)
 
     def too_many(self, T: Thread) -> None:
-        raise RunError(f"{T.describe()} executed a million statements at one instant without blocking: "
+        """A loop's statement count passed the limit: an error if all of it was at this instant."""
+        if T.n_t != self.now:
+            T.n_t = self.now
+            T.n = 0
+            return
+        raise RunError(f"{T.describe()} executed a million statements at one instant: "
                        "a loop whose passes let no time pass")
 
     def count_of(self, v: float, what: str) -> int:
@@ -354,6 +364,8 @@ class Engine:
         return T
 
     def thread_done(self, T: Thread) -> None:
+        # the generator's frame refers to the thread: let go of it, so no cycle outlives the thread
+        T.gen = None
         if T.kind == MAIN and not T.legs_live and not T.ended:
             self.end_session(T)
             return
@@ -1002,8 +1014,10 @@ class Engine:
         for g in self.gauges:
             g.read(self, now)
 
-    def jobs_in_service(self, stage) -> list:
-        return [ev[3] for ev in self.heap if ev[2] == stage.done and ev[3] is not None and ev[3].token == ev[1]]
+    def completions_of(self, stage) -> list:
+        """The completion times of a fifo or delay stage's jobs in service."""
+        return [ev[0] for ev in self.heap
+                if ev[2] == stage.done_fn and ev[3] is not None and ev[3].token == ev[1]]
 
     def observed(self, fn: str, name: str) -> float:
         return self.claim_values[name].aggregate(fn)

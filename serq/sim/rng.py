@@ -183,6 +183,20 @@ class Streams:
             return mix64(self._turn_base ^ ((session << 32) | turn))
         return mix64(mix64(self._turn_base ^ derive(session, turn)) ^ M64)
 
+    def turn_key_function(self):
+        """`turn_key` as a plain function with the base bound in (the generated code's hot path)."""
+        base = self._turn_base
+        slow = self.turn_key
+
+        def turn_key(session: int, turn: int) -> int:
+            if session < 4294967296 and turn < 4294967296:
+                z = ((base ^ ((session << 32) | turn)) + GAMMA) & M64
+                z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+                z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+                return z ^ (z >> 31)
+            return slow(session, turn)
+        return turn_key
+
     def session(self, session: int) -> CounterStream:
         return CounterStream(mix64(self._session_base ^ session))
 

@@ -56,6 +56,9 @@ class FifoStage(StageMember):
         self.c = servers
         self.busy = 0
         self.q: deque = deque()
+        self.heap = engine.heap
+        self.seq = engine.seq
+        self.done_fn = self.done
         self.a_busy = 0.0
         self.a_q = 0.0
         self.max_q = 0
@@ -82,8 +85,8 @@ class FifoStage(StageMember):
         E = self.E
         now = E.now
         total = 0.0
-        for T in E.jobs_in_service(self):
-            total += max(0.0, T.finish - now)
+        for t_end in E.completions_of(self):
+            total += max(0.0, t_end - now)
         for T, w, _ in self.q:
             total += w
         return total
@@ -102,10 +105,9 @@ class FifoStage(StageMember):
         if self.busy < self.c:
             self.busy += 1
             self.wait_n += 1
-            seq = next(E.seq)
+            seq = next(self.seq)
             T.token = seq
-            T.finish = now + w
-            heappush(E.heap, (now + w, seq, self.done, T))
+            heappush(self.heap, (now + w, seq, self.done_fn, T))
         else:
             T.token = 0
             self.q.append((T, w, now))
@@ -129,10 +131,9 @@ class FifoStage(StageMember):
             T2, w2, t2 = self.q.popleft()
             self.wait_sum += now - t2
             self.wait_n += 1
-            seq2 = next(E.seq)
+            seq2 = next(self.seq)
             T2.token = seq2
-            T2.finish = now + w2
-            heappush(E.heap, (now + w2, seq2, self.done, T2))
+            heappush(self.heap, (now + w2, seq2, self.done_fn, T2))
         else:
             self.busy -= 1
         if T.ready_t == now:
@@ -156,8 +157,7 @@ class FifoStage(StageMember):
                 self.wait_n += 1
                 seq2 = next(E.seq)
                 T2.token = seq2
-                T2.finish = now + w2
-                heappush(E.heap, (now + w2, seq2, self.done, T2))
+                heappush(E.heap, (now + w2, seq2, self.done_fn, T2))
             else:
                 self.busy -= 1
         else:
@@ -192,6 +192,9 @@ class DelayStage(StageMember):
         self.a_n = 0.0
         self.a_busy = 0.0
         self.max_n = 0
+        self.heap = engine.heap
+        self.seq = engine.seq
+        self.done_fn = self.done
 
     def clear_areas(self) -> None:
         self.a_n = 0.0
@@ -214,7 +217,7 @@ class DelayStage(StageMember):
 
     def work_left(self) -> float:
         now = self.E.now
-        return sum(max(0.0, T.finish - now) for T in self.E.jobs_in_service(self))
+        return sum(max(0.0, t_end - now) for t_end in self.E.completions_of(self))
 
     def add(self, T, w: float) -> None:
         E = self.E
@@ -231,10 +234,9 @@ class DelayStage(StageMember):
         self.n += 1
         if self.n > self.max_n:
             self.max_n = self.n
-        seq = next(E.seq)
+        seq = next(self.seq)
         T.token = seq
-        T.finish = now + w
-        heappush(E.heap, (now + w, seq, self.done, T))
+        heappush(self.heap, (now + w, seq, self.done_fn, T))
 
     def done(self, T, seq: int) -> None:
         if T.token != seq:
@@ -251,7 +253,13 @@ class DelayStage(StageMember):
         self.completed += 1
         self.sojourn_sum += now - T.t_stage
         T.token = 0
-        E.make_ready(T)
+        if T.ready_t == now:
+            E.make_ready(T)
+        else:
+            T.ready_t = now
+            T.ready_n = 1
+            T.state = 1
+            E.ready.append(T)
 
     def remove(self, T) -> None:
         self.touch(self.E.now)
