@@ -61,3 +61,23 @@ def test_usage_and_run_errors(tmp_path):
     assert res.exit_code == 1
     assert "bad.sq:6:5: error: at time 0, session 0 (turn 1), a guard is 0.5" in res.output
     assert "^" in res.output  # the line and a caret
+
+
+def test_the_report_has_the_documented_fields():
+    rep = json.loads(invoke(str(REPO / "examples" / "single-turn" / "claims.sq"), "--arrivals", "50",
+                            "--json").output)
+    assert list(rep) == ["report_version", "serq_version", "program", "settings", "end", "measured", "stopped",
+                         "events", "sessions", "turns", "client", "observes", "gauges", "stages", "pools",
+                         "claims", "notes"]
+    doc = (REPO / "docs" / "report.md").read_text()
+    for key in rep:
+        assert f"`{key}" in doc, key
+    for key in rep["sessions"]:
+        assert f"`sessions.{key}`" in doc or f".{key}`" in doc, key
+    for key in rep["client"]["response"]:
+        assert f"`{key}`" in doc, key
+    for key in rep["gauges"]["busy_fraction"]:
+        assert f"`{key}`" in doc, key
+    for key in rep["stages"][0]:
+        assert f"`{key}`" in doc, key
+    assert rep["claims"][0]["result"] == "holds"

@@ -88,16 +88,11 @@ def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, 
     path = Path(file)
     supplied = supplied_inputs(sets, instance, extra)
     if path.suffix == ".json":
-        from serq.ir import models as ir
+        from serq.ir.validate import load_ir
         if supplied:
             raise SerqError("--set and inputs apply to a .sq program: an IR's constants are already folded",
                             None, "usage")
-        try:
-            program = ir.from_json(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise SerqError(f"no such file: {file}", None, "usage") from None
-        except (OSError, UnicodeDecodeError, ValueError) as e:
-            raise SerqError(f"{file}: not an IR file: {str(e).splitlines()[0]}", None, "usage") from None
+        program = load_ir(str(path))
     else:
         from serq.link import link_file
         if not path.exists():

@@ -30,6 +30,7 @@ from serq.ir import models as ir
 from serq.sim.errors import Preempted, Refused, RunError
 from serq.sim.pools import Alloc, Frame, PoolMember, check_amount
 from serq.sim.rng import DrawError, Streams
+from serq.sim.stages import StageMember
 
 # thread states
 IDLE, READY, RUNNING, AT_STAGE, QUEUED, GROWING, JOINING, DONE = range(8)
@@ -144,6 +145,7 @@ class Engine:
         self.stepno = 0
         self.waiting: set = set()  # pool members with a queue or growers
         self.stop_reason = None
+        self.attention = False
         self.arrivals_open = True
         self.interrupted = False
         self.notes: list[str] = []
@@ -438,6 +440,7 @@ class Engine:
             self.arrive()
         elif self.arrivals_limit is not None and not self.arrivals_open and self.live == 0:
             self.stop_reason = "drained"
+            self.attention = True
 
     def end(self, T: Thread, refuses: bool = False) -> None:
         """`end;`: the session ends here (its holds released, its cached prefixes kept); in the
@@ -973,7 +976,7 @@ class Engine:
         except (RunError, DrawError) as err:
             raise self.located(err) from None
         tier = tier_r if isinstance(tier_r, PoolMember) else tier_r(self)
-        stage = stage_r if not callable(stage_r) or hasattr(stage_r, "add") else stage_r(self)
+        stage = stage_r if isinstance(stage_r, StageMember) else stage_r(self)
         m.spills += 1
         serial = None if e.dead else e.serial
         if w <= 0.0:

@@ -315,6 +315,8 @@ class PoolMember:
             "rejected": self.rejected,
             "evicted_entries": self.evicted_entries,
             "evicted_units": self.evicted_units,
+            "grows": self.grows,
+            "grow_waits": self.grow_waits,
             "preemptions": self.preemptions,
             "stuck": self.stuck,
             "spills": self.spills,
