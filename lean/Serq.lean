@@ -2,6 +2,9 @@ module
 
 public import Serq.Basic
 public import Serq.Exec
+public import Serq.Oracle
+public import Serq.OracleRandom
+public import Serq.OracleCache
 
 /-! # serQ in Lean
 

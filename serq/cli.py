@@ -12,6 +12,7 @@ import click
 from serq.errors import SerqError, render
 from serq.leangen.commands import lean
 from serq.sim.commands import run
+from serq.leangen.export_cmd import export
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -20,6 +21,7 @@ def main() -> None:
     """serQ: compile, check, simulate and prove LLM-serving deployments."""
 
 
+lean.add_command(export)
 main.add_command(lean)
 main.add_command(run)
 

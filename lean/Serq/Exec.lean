@@ -273,7 +273,7 @@ def growOrPreempt (eng : Engine) : Nat → Nat → Plan → Plan
         | _ => growOrPreempt eng fuel need p'
 
 /-- Serve the residents in admission order while the budget lasts. -/
-def serve (eng : Engine) : Nat → Plan → Plan
+def serveRunning (eng : Engine) : Nat → Plan → Plan
   | 0, p => p
   | fuel + 1, p =>
     if p.budget = 0 ∨ p.selfPreempted then p else
@@ -282,18 +282,20 @@ def serve (eng : Engine) : Nat → Plan → Plan
     | r :: later =>
       let n := if r.decoding then 1 else capChunk p.chunk (min r.remaining p.budget)
       if r.remaining = 0 then
-        serve eng fuel { p with done := appendRes p.done [r], todo := later }
+        serveRunning eng fuel { p with done := appendRes p.done [r], todo := later }
       else
         let need := blocksFor eng.blockSize (r.pos + n) - r.alloc
         let p := growOrPreempt eng (resCount p.todo) need p
         if p.selfPreempted then p else
         let used := usedBlocks p.done + usedBlocks p.todo + need
         let r' := { r with alloc := r.alloc + need, sched := n }
-        serve eng fuel { p with budget := p.budget - n, done := appendRes p.done [r'], todo := dropHead p.todo,
-                                cache := evict (used + cachedBlocks p.cache - eng.kvBlocks) p.cache }
+        serveRunning eng fuel
+          { p with
+            budget := p.budget - n, done := appendRes p.done [r'], todo := dropHead p.todo,
+            cache := evict (used + cachedBlocks p.cache - eng.kvBlocks) p.cache }
 
 /-- Admit the heads of the waiting queue while the budget lasts, they fit, and slots remain. -/
-def admit (eng : Engine) : Nat → Plan → Plan
+def admitHeads (eng : Engine) : Nat → Plan → Plan
   | 0, p => p
   | fuel + 1, p =>
     if p.budget = 0 ∨ resCount p.done ≥ eng.reqsCap then p else
@@ -312,8 +314,8 @@ def admit (eng : Engine) : Nat → Plan → Plan
       let req := if rq.admitted then { rq with kept := known }
                  else { rq with kept := known, cachedAt := reused, admitted := true }
       let r : Res := ⟨req, units, reused, known, false, known - reused, n⟩
-      admit eng fuel { p with budget := p.budget - n, done := appendRes p.done [r], waiting := rest,
-                              cache := cache }
+      admitHeads eng fuel
+        { p with budget := p.budget - n, done := appendRes p.done [r], waiting := rest, cache := cache }
 
 /-- Tokens scheduled, prefill tokens, decoders and KV positions of a batch. -/
 def batchTokens : List Res → Nat
@@ -443,9 +445,9 @@ def step (eng : Engine) (sessions : List Session) (m : Machine) : Machine :=
   if noRes m.running ∧ noReq waiting then idle else
   let chunk := if eng.chunk > 0 ∧ resCount m.running + reqCount waiting > 1 then eng.chunk else 0
   let p0 : Plan := ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩
-  let p1 := serve eng (resCount m.running + 1) p0
+  let p1 := serveRunning eng (resCount m.running + 1) p0
   let p1 := { p1 with done := appendRes p1.done p1.todo, todo := [] }
-  let p2 := if p1.preempted = 0 then admit eng (reqCount p1.waiting + 1) p1 else p1
+  let p2 := if p1.preempted = 0 then admitHeads eng (reqCount p1.waiting + 1) p1 else p1
   let tokens := batchTokens p2.done
   if tokens = 0 ∧ p2.preempted = 0 then
     -- nothing fits and nothing runs: the head waits for the next submission, if any

@@ -333,6 +333,7 @@ class Pool(Node):
     spill: Spill | None = None
     admit_via: str | None = None  # the step stage that admits its queue in iterations
     memory_of: str | None = None  # the step stage whose memory it is (preemption victims are its residents)
+    at: Loc | None = None
 
 
 # ------------------------------------------------------------------ stages
@@ -406,6 +407,7 @@ class Stage(Node):
     name: str
     count: int = Field(1, ge=1, le=1_000_000)
     service: Annotated[Union[Fifo, Ps, Step], Field(discriminator="kind")]
+    at: Loc | None = None
 
 
 # ------------------------------------------------------------------ workload
@@ -470,6 +472,7 @@ class Attribute(Node):
 class Gauge(Node):
     name: str
     value: Expr
+    at: Loc | None = None
 
 
 class Claim(Node):
@@ -478,6 +481,7 @@ class Claim(Node):
     stage: StageRef | None = None
     given: Expr | None = None
     value: Expr
+    at: Loc | None = None
 
 
 class ConstantValue(Node):

@@ -511,7 +511,7 @@ class Linker:
     # ================================================================ pools and stages
     def _pool_shell(self, p: A.PoolDecl) -> ir.Pool:
         count = self._count_value(p.count, f"the size of pool array `{p.name}`") if p.count is not None else 1
-        return ir.Pool(name=p.name, count=count, admit_via=p.admit_via, memory_of=p.memory_of)
+        return ir.Pool(name=p.name, count=count, admit_via=p.admit_via, memory_of=p.memory_of, at=self._loc(p.span))
 
     def _pool_options(self, p: A.PoolDecl) -> None:
         pool = self.pools[p.name]
@@ -579,7 +579,7 @@ class Linker:
                 raise _err(f"ps stage `{s.name}` has capacity {format_number(folded)}: it must be above 0", k.arg.span)
         else:
             service = ir.Ps(capacity=ir.Ctx(var="present"))  # delay is ps(present)
-        return ir.Stage(name=s.name, count=count, service=service)
+        return ir.Stage(name=s.name, count=count, service=service, at=self._loc(s.span))
 
     def _step_shell(self, s: A.StepStageDecl) -> ir.Stage:
         count = self._count_value(s.count, f"the size of engine family `{s.name}`") if s.count is not None else 1
@@ -591,7 +591,7 @@ class Linker:
                 raise _err(f"register `{name}` starts at {format_number(v)}: a register is a finite number", span)
             registers.append(ir.Register(name=name, init=v))
         service = ir.Step(budget=ir.Num(value=0), cost=ir.Num(value=0), registers=registers)
-        return ir.Stage(name=s.name, count=count, service=service)
+        return ir.Stage(name=s.name, count=count, service=service, at=self._loc(s.span))
 
     def _step(self, s: A.StepStageDecl) -> None:
         """An engine's step stage, its expressions read at the moments of an iteration."""
@@ -1217,7 +1217,7 @@ class Linker:
     def _gauge(self, g: A.GaugeDecl) -> ir.Gauge:
         value, t = self._expr(g.value, M.GAUGE)
         self._numeric(t, f"gauge `{g.name}`", g.value.span)
-        return ir.Gauge(name=g.name, value=value)
+        return ir.Gauge(name=g.name, value=value, at=self._loc(g.span))
 
     def _claim(self, c: A.ClaimDecl) -> ir.Claim:
         given = None
@@ -1227,7 +1227,7 @@ class Linker:
         if c.form == "at_end":
             value, t = self._expr(c.value, M.CLAIM_END)
             self._numeric(t, f"claim `{c.name}`", c.value.span)
-            return ir.Claim(name=c.name, form="at_end", given=given, value=value)
+            return ir.Claim(name=c.name, form="at_end", given=given, value=value, at=self._loc(c.span))
         assert c.stage is not None
         sref = self._stage_ref(c.stage, M.CLAIM_ITERATION)
         if sref.index is not None and not isinstance(sref.index, ir.Num):
@@ -1240,7 +1240,7 @@ class Linker:
         value, t = self._expr(c.value, M.CLAIM_ITERATION, sref.stage)
         self._numeric(t, f"claim `{c.name}`", c.value.span)
         return ir.Claim(name=c.name, form="every_iteration" if c.form == "every" else "some_iteration",
-                        stage=sref, given=given, value=value)
+                        stage=sref, given=given, value=value, at=self._loc(c.span))
 
 
 # ==================================================================== helpers

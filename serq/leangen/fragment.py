@@ -1,0 +1,126 @@
+"""Which programs the Lean model covers, and their Lean values.
+
+The fragment (docs/lean.md): one step engine on the step clock running vLLM's
+schedule over a request-slot pool and a block KV pool, the oracle program's
+request (`examples/oracle/vllm_request.sq`), and sessions with given arrival
+times (an ordered trace). `fragment()` reads those parameters off the IR and
+refuses anything else, naming the construct and where it stands.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from jinja2 import Environment, FileSystemLoader, StrictUndefined
+
+from serq.errors import SerqError
+from serq.ir import models as ir
+from serq.link.linker import fold
+from serq.oracle import TurnSpec, read_trace
+from serq.syntax.ast import Span
+from serq.target import vllm_settings
+
+TEMPLATES = Path(__file__).with_name("templates")
+
+
+@dataclass(frozen=True)
+class FragmentEngine:
+    budget: int
+    reqs_cap: int
+    kv_blocks: int
+    block_size: int
+    chunk: int  # the chunk cap while more than one request runs or waits; 0: none
+    caching: bool
+
+
+@dataclass
+class FragmentProgram:
+    engine: FragmentEngine
+    sessions: list[tuple[int, list[TurnSpec]]]
+
+
+def _outside(what: str, loc: ir.Loc | None, base: Path) -> SerqError:
+    span = Span(str(base / loc.file), loc.line, loc.col) if loc is not None else None
+    return SerqError(f"outside the Lean fragment: {what}", span, "lean")
+
+
+def fragment(program: ir.Program, base: Path) -> FragmentProgram:
+    steps = [s for s in program.stages if isinstance(s.service, ir.Step)]
+    if len(steps) != 1:
+        where = steps[1].at if len(steps) > 1 else None
+        raise _outside(f"the model has one step engine; this program has {len(steps)}", where, base)
+    stage = steps[0]
+    if stage.count != 1:
+        raise _outside(f"engine family `{stage.name}[{stage.count}]`", stage.at, base)
+    try:
+        s = vllm_settings(program, stage.name)
+    except SerqError as e:
+        raise _outside(e.message, stage.at, base) from None
+    if s.get("long_prefill_token_threshold_adaptive"):
+        raise _outside("the adaptive long-prefill threshold", stage.at, base)
+    if fold(stage.service.cost) != 1:
+        raise _outside(f"engine `{stage.name}` is not on the step clock (`execute (1)`)", stage.at, base)
+    for other in program.stages:
+        if other is stage:
+            continue
+        if not (isinstance(other.service, ir.Ps) and isinstance(other.service.capacity, ir.Ctx)
+                and other.service.capacity.var == "present"):
+            raise _outside(f"stage `{other.name}`: besides the engine the model has delays (think time) only",
+                           other.at, base)
+    if program.gauges:
+        raise _outside(f"gauge `{program.gauges[0].name}`", program.gauges[0].at, base)
+    _check_server(program, stage.name, base)
+    arrival = program.workload.arrival
+    if not (isinstance(arrival, ir.Trace) and arrival.ordered):
+        raise _outside(f"the workload's `{arrival.kind}` arrivals: the model takes given arrival times "
+                       "(`trace \"file.csv\" ordered;`)", None, base)
+    sessions = read_trace(base / arrival.file)
+    engine = FragmentEngine(
+        budget=s["max_num_batched_tokens"], reqs_cap=s["max_num_seqs"], kv_blocks=s["num_gpu_blocks"] - 1,
+        block_size=s["block_size"], chunk=s["long_prefill_token_threshold"], caching=s["enable_prefix_caching"])
+    return FragmentProgram(engine, sessions)
+
+
+def _check_server(program: ir.Program, engine: str, base: Path) -> None:
+    """The server is the oracle program's request: one hold of the request slot and the KV
+    pool, whose body prefills then decodes on the engine, growing the KV."""
+    holds = [st for st in _walk(program.server) if isinstance(st, ir.HoldStmt)]
+    if len(holds) != 1:
+        raise _outside(f"the server holds {len(holds)} times; the model's request holds once", None, base)
+    hold = holds[0]
+    pools = [p.pool.pool for p in hold.pools]
+    kinds = {p.name: ("slots" if p.admit_via == engine else "kv" if p.memory_of == engine else "other")
+             for p in program.pools}
+    if sorted(kinds[p] for p in pools) != ["kv", "slots"]:
+        raise _outside("the request's hold takes the engine's request slot and KV pool, nothing else",
+                       hold.at, base)
+    runs = [st for st in _walk(hold.body) if isinstance(st, ir.RunStmt)]
+    modes = [r.mode for r in runs]
+    if modes != ["prefill", "decode"] or any(r.growing is None for r in runs):
+        where = runs[0].at if runs else hold.at
+        raise _outside("the request's body runs one growing prefill then one growing decode", where, base)
+    for st in _walk(program.server):
+        if isinstance(st, (ir.ForkStmt, ir.JoinStmt, ir.LoopStmt, ir.WhileStmt, ir.ChooseStmt, ir.GrowStmt,
+                           ir.LoadStmt, ir.ReleaseStmt, ir.DropStmt, ir.EndStmt)):
+            raise _outside(f"`{st.kind}` in the server", st.at, base)
+
+
+def _walk(body):
+    for s in body:
+        yield s
+        for name in ("body", "then", "otherwise"):
+            inner = getattr(s, name, None)
+            if isinstance(inner, list):
+                yield from _walk(inner)
+
+
+def environment() -> Environment:
+    env = Environment(loader=FileSystemLoader(TEMPLATES), undefined=StrictUndefined, keep_trailing_newline=True,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.filters["lean_bool"] = lambda b: "true" if b else "false"
+    return env
+
+
+def render_program(frag: FragmentProgram, namespace: str) -> str:
+    return environment().get_template("program.lean.j2").render(ns=namespace, p=frag)
