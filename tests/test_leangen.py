@@ -1,0 +1,85 @@
+"""IR -> Lean: the fragment check, the exported program, and the generated oracle modules."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from serq.errors import SerqError
+from serq.leangen.fragment import fragment, render_program
+from serq.leangen.oracle_lean import instance_ir
+from serq.link import link_file
+from serq.oracle import load_scenario
+
+ORACLE = REPO / "tests" / "data" / "oracle"
+
+
+def test_generated_oracle_modules_are_fresh():
+    """lean/Serq/Oracle*.lean are what the scenario files give through the templates."""
+    p = subprocess.run([sys.executable, "scripts/gen_oracle_lean.py", "--check"], cwd=REPO, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_every_shared_scenario_has_a_theorem():
+    text = "".join((REPO / "lean" / "Serq" / m).read_text() for m in ("Oracle.lean", "OracleRandom.lean",
+                                                                       "OracleCache.lean"))
+    for path in ORACLE.glob("vllm-v1*/*.json"):
+        assert f"namespace {path.stem}\n" in text or f"namespace s_{path.stem}\n" in text, path.stem
+    assert text.count("theorem agrees_with_vllm") == len(list(ORACLE.glob("vllm-v1*/*.json")))
+
+
+def test_scenario_fragment_reads_the_config_through_the_ir():
+    sc = load_scenario(ORACLE / "vllm-v1" / "e_longchunk.json")
+    program, folder = instance_ir(sc)
+    frag = fragment(program, folder)
+    e = frag.engine
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching) == (64, 4, 63, 16, 24, False)
+    assert [(a, [(t.new, t.out) for t in ts]) for a, ts in frag.sessions] == [(0, [(100, 3)]), (0, [(100, 3)])]
+
+
+def test_export_renders_the_programs_values():
+    program = link_file(REPO / "examples/oracle/vllm_request.sq", {"max_num_seqs": "2"})
+    text = render_program(fragment(program, REPO / "examples/oracle"), "Serq.Programs.T")
+    assert "def engine : Engine := ⟨64, 2, 39, 16, 0, false⟩" in text
+    assert "⟨0, [⟨100, 5, 0, false⟩]⟩" in text
+
+
+@pytest.mark.parametrize("example,phrase", [
+    ("multi-turn/vllm.sq", "not on the step clock"),
+    ("pd-disaggregation/llmd_nixl_pull.sq", "one step engine"),
+    ("single-turn/mg1.sq", "one step engine; this program has 0"),
+])
+def test_programs_outside_the_fragment_are_refused_with_the_construct(example, phrase):
+    path = REPO / "examples" / example
+    with pytest.raises(SerqError) as info:
+        fragment(link_file(path), path.parent)
+    assert phrase in info.value.message, info.value.message
+
+
+def test_export_refusal_names_the_location():
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    r = CliRunner().invoke(main, ["lean", "export", str(REPO / "examples/multi-turn/vllm.sq")])
+    assert r.exit_code == 1
+    assert "vllm.sq:25:3: error: outside the Lean fragment" in r.output
+
+
+@pytest.mark.lean
+def test_exported_program_builds_and_runs_in_lean(tmp_path: Path):
+    """The exported module elaborates against the built package, and a claim about its run holds."""
+    from serq.leangen.build import compile_file
+    program = link_file(REPO / "examples/oracle/vllm_request.sq")
+    text = render_program(fragment(program, REPO / "examples/oracle"), "Serq.Programs.Alone")
+    text = text.replace("end Serq.Programs.Alone", (
+        "theorem answered : meets (run engine sessions 100 (init sessions)).outcomes [⟨0, 0, 1, 5, 0, 0⟩] = true := by\n"
+        "  decide +kernel\n\nend Serq.Programs.Alone"))
+    f = tmp_path / "Alone.lean"
+    f.write_text(text)
+    r = compile_file(f)
+    assert r.ok, [d.message for d in r.diagnostics]
