@@ -76,3 +76,29 @@ def test_seeds_give_independent_replications():
     program = link_file(REPO / "examples" / "single-turn" / "mm1.sq")
     means = {simulate(program, seed=s, horizon=2000.0).report["client"]["response"]["mean"] for s in range(1, 6)}
     assert len(means) == 5
+
+
+def test_turn_draws_follow_the_documented_streams(tmp_path):
+    """Draw j of session s's turn k reads sub-stream j of key(s, k) (serq/sim/rng.py, docs/report.md)."""
+    from serq.sim.rng import Streams, site_exp, site_uniform
+    prog = """fn main() {
+  stage svc : delay;
+  workload {
+    arrive batch(3);
+    init { set a = ~exp(2); set more = serial < 2; }
+    turn { Size s = ~exp(1); Size u = ~uniform(0, 4); }
+    session { turn; while (more) { set more = 0; run svc (cost(svc, 1)); turn; } }
+  }
+  server { observe seen_s = s; observe seen_u = u; observe seen_a = a; run svc (cost(svc, s)); }
+}
+"""
+    samples = run_samples(prog, tmp_path, seed=11)
+    streams = Streams(11)
+    turns: dict = {}
+    for (sess, s), (_, u), (_, a) in zip(samples["seen_s"], samples["seen_u"], samples["seen_a"]):
+        turns[sess] = turns.get(sess, 0) + 1
+        key = streams.turn_key(sess, turns[sess])
+        assert s == site_exp(key, 0, 1.0)
+        assert u == site_uniform(key, 1, 0.0, 4.0)
+        assert a == site_exp(streams.turn_key(sess, 0), 0, 2.0)
+    assert turns == {0: 2, 1: 2, 2: 1}

@@ -126,6 +126,11 @@ def build(E) -> None:
         return E.observe_idx[name]
     E.observe_index = observe_index
     claimed = {n.name for c in program.claims for n in walk(c.value) if isinstance(n, ir.Observed)}
+    # -- what the client sees (the generated code records into these)
+    meta = E.keep_samples
+    E.client_response = SampleSet("response", meta, "response" in claimed)
+    E.client_ttft = SampleSet("ttft", meta, "ttft" in claimed)
+    E.client_tpot = SampleSet("tpot", meta, "tpot" in claimed)
     # -- the workload
     wl = program.workload
     trace = _trace_of(wl)
@@ -191,11 +196,7 @@ def build(E) -> None:
     E.givens = [cs for cs in claim_states if cs.given is not None]
     E.gap_fn = resolve(gap_fn, ns) if gap_fn is not None else None
     # -- statistics
-    meta = E.keep_samples
     E.observes = [SampleSet(n, meta, n in claimed) for n in E.observe_names]
-    E.client_response = SampleSet("response", meta, "response" in claimed)
-    E.client_ttft = SampleSet("ttft", meta, "ttft" in claimed)
-    E.client_tpot = SampleSet("tpot", meta, "tpot" in claimed)
     E.claim_values = {s.name: s for s in E.observes}
     E.claim_values.update({"response": E.client_response, "ttft": E.client_ttft, "tpot": E.client_tpot})
     for name in claimed:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from serq.ir import models as ir
 from serq.link.consts import apply_function, ieee_div, ieee_mod
 from serq.sim.errors import Preempted, RunError
-from serq.sim.rng import SITE_DRAWS
+from serq.sim.rng import GAMMA, M64, SITE_DRAWS, TWO53
 
 STATEMENT_LIMIT = 1_000_000
 
@@ -52,6 +52,7 @@ class Env:
     thread: str | None = None  # the thread (for cachedin)
     observed: bool = False  # claim at end aggregates
     sites: int = 0  # draws compiled so far in a straight-line block ("site:KEY" streams)
+    hoist: list | None = None  # statements to emit before the current one (inline site draws)
 
 
 def walk(e):
@@ -131,6 +132,7 @@ def _ix(arr, v, kind: str, name: str):
 
 HELPERS = {
     **SITE_DRAWS,
+    "_log": math.log,
     "_ix": _ix,
     "_Preempted": Preempted,
     "_INF": math.inf,
@@ -282,7 +284,13 @@ class ProgramCompiler:
                 return f"(1.0 if ({a} != 0.0) | ({b} != 0.0) else 0.0)"
             raise CompileError(f"unknown operator {op}")
         if k == "cond":
-            return f"({self.expr(e.then, env)} if {self.expr(e.test, env)} != 0.0 else {self.expr(e.otherwise, env)})"
+            test = self.expr(e.test, env)
+            hoist, env.hoist = env.hoist, None  # an arm's draws happen only if it is taken
+            try:
+                then, otherwise = self.expr(e.then, env), self.expr(e.otherwise, env)
+            finally:
+                env.hoist = hoist
+            return f"({then} if {test} != 0.0 else {otherwise})"
         if k == "call":
             args = [self.expr(a, env) for a in e.args]
             if e.fn in ("min", "max"):
@@ -297,7 +305,22 @@ class ProgramCompiler:
             if env.stream.startswith("site:"):  # a straight-line block: draw j of the block's key
                 j = env.sites
                 env.sites += 1
-                return f"_sd_{e.dist}({env.stream[5:]}, {j}, {', '.join(args)})"
+                key = env.stream[5:]
+                if e.dist == "det":
+                    return f"float({args[0]})"
+                if (e.dist == "exp" and env.hoist is not None and isinstance(e.args[0], ir.Num)
+                        and 0 <= float(e.args[0].value) < math.inf):
+                    # inline: the same numbers as rng.site_exp, without a call
+                    t = self.mod.fresh("_d")
+                    c = (((j << 32) + 1) * GAMMA) & M64
+                    env.hoist += [
+                        f"_z = ({key} + {c}) & {M64}",
+                        f"_z = ((_z ^ (_z >> 30)) * 0xBF58476D1CE4E5B9) & {M64}",
+                        f"_z = ((_z ^ (_z >> 27)) * 0x94D049BB133111EB) & {M64}",
+                        f"{t} = {-float(e.args[0].value)!r} * _log(1.0 - ((_z ^ (_z >> 31)) >> 11) * {TWO53!r})",
+                    ]
+                    return t
+                return f"_sd_{e.dist}({key}, {j}, {', '.join(args)})"
             return f"{env.stream}.{e.dist}({', '.join(args)})"
         if k == "cost":
             return self.expr(e.arg, env)
@@ -368,16 +391,18 @@ class ProgramCompiler:
         self.mod.emit(1, "S = T.sess")
         if draws:
             self.mod.emit(1, "R = E.streams.session(S.serial)")
+        if any(has_draw(s) for s in self.program.workload.turn):
+            self.mod.emit(1, "_tk = E.streams.session_turn_base(S.serial)")
         self.mod.emit(1, "if False:")
         self.mod.emit(2, "yield")
         ctx = _Ctx(side="session", stream="R" if draws else None, trace=trace)
         self.block(body, ctx, 1)
-        self.finish_thread(1)
+        self.finish_thread(1, main=True)
         return _Late(name)
 
-    def finish_thread(self, ind: int) -> None:
+    def finish_thread(self, ind: int, main: bool) -> None:
         """The end of a thread's block: done, without the cost of a StopIteration (never resumed)."""
-        self.mod.emit(ind, "E.thread_done(T)")
+        self.mod.emit(ind, "E.session_done(T)" if main else "E.thread_done(T)")
         self.mod.emit(ind, "yield")
         self.mod.emit(ind, "return")
 
@@ -408,11 +433,19 @@ class ProgramCompiler:
         emit = self.mod.emit
         env = ctx.env if ctx.env is not None else self.stmt_env(ctx.stream)
         k = s.kind
+        if k in ("set", "observe") and env.stream is not None and env.stream.startswith("site:"):
+            env.hoist = []
+            value = self.expr(s.value, env)
+            for line in env.hoist:
+                emit(ind, line)
+            env.hoist = None
+        elif k in ("set", "observe"):
+            value = self.expr(s.value, env)
         if k == "set":
-            emit(ind, f"A[{s.name!r}] = {self.expr(s.value, env)}")
+            emit(ind, f"A[{s.name!r}] = {value}")
         elif k == "observe":
             idx = self.engine.observe_index(s.name)
-            emit(ind, f"E.observe({idx}, {self.expr(s.value, env)}, T)")
+            emit(ind, f"E.observe({idx}, {value}, T)")
         elif k == "turn":
             self.turn(ctx, ind)
         elif k == "run":
@@ -464,7 +497,7 @@ class ProgramCompiler:
             self.choose(s, ctx, ind, env)
         elif k == "end":
             emit(ind, "E.end(T, True)" if ctx.side == "server" else "E.end(T)")
-            self.finish_thread(ind)
+            self.finish_thread(ind, main=True)
         else:
             raise CompileError(f"unknown statement kind {k}")
 
@@ -485,7 +518,11 @@ class ProgramCompiler:
         turn_body = self.program.workload.turn
         stream = None
         if any(has_draw(s) for s in turn_body):
-            emit(ind, "_rk = _turn_key(S.serial, S.turns)")
+            # the turn's key: mix64(base + turn·γ), inline (rng.Streams.turn_key)
+            emit(ind, f"_z = (_tk + (S.turns + 1) * {GAMMA}) & {M64}")
+            emit(ind, f"_z = ((_z ^ (_z >> 30)) * 0xBF58476D1CE4E5B9) & {M64}")
+            emit(ind, f"_z = ((_z ^ (_z >> 27)) * 0x94D049BB133111EB) & {M64}")
+            emit(ind, "_rk = _z ^ (_z >> 31)")
             stream = "site:_rk"
         tctx = _Ctx(side="turn", stream=stream)
         tctx.env = self.stmt_env(stream)
@@ -496,17 +533,20 @@ class ProgramCompiler:
         if self.engine.has_steps:
             emit(ind, "E.turn_start(S)")
         self.block(self.program.server, _Ctx(side="server", stream=ctx.stream), ind)
-        if self.engine.has_steps or self.engine.keep_samples:
+        resp = self.engine.client_response
+        if self.engine.has_steps or resp.meta:
             emit(ind, "E.answer(S)")
         else:  # the client's response, recorded inline (E.answer is the general form)
+            append = self.mod.bind("_resp_append_", resp.values.append)
             emit(ind, "if S.in_turn:")
             emit(ind + 1, "S.in_turn = False")
             emit(ind + 1, "_t = E.now")
             emit(ind + 1, "E.turns_answered += 1")
-            emit(ind + 1, "if _t >= E.warmup:")
-            emit(ind + 2, "E.resp_values.append(_t - S.t0)")
-            emit(ind + 1, "if E.resp_all is not None:")
-            emit(ind + 2, "E.resp_all.append(_t - S.t0)")
+            emit(ind + 1, f"if _t >= {self.engine.warmup!r}:")
+            emit(ind + 2, f"{append}(_t - S.t0)")
+            if resp.all is not None:
+                all_append = self.mod.bind("_resp_all_", resp.all.append)
+                emit(ind + 1, f"{all_append}(_t - S.t0)")
 
     def branch(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
         emit = self.mod.emit
@@ -662,7 +702,7 @@ class ProgramCompiler:
         self.mod.emit(1, "if False:")
         self.mod.emit(2, "yield")
         self.block(body, _Ctx(side="leg", stream="R" if draws else None), 1)
-        self.finish_thread(1)
+        self.finish_thread(1, main=False)
         leg_lines, leg_locs = self.mod.lines, self.mod.line_locs
         self.mod.lines, self.mod.line_locs = saved_lines, saved_locs
         self.pending_functions.append((leg_lines, leg_locs))

@@ -58,11 +58,15 @@ class Thread:
     t_stage = 0.0
     grow_req = None
     leg_no = 0
+    frames = ()  # its holds, outermost first (a list once it holds)
+    leases = ()  # its leases (on a main thread: the session's)
     # the session's (on its main thread)
+    legs = ()  # a session's live legs
     legs_live = 0
     ended = False
     turns = 0
     t0 = 0.0
+    t_arrive = 0.0
     in_turn = False
     stuck = False
     trace = None
@@ -71,10 +75,6 @@ class Thread:
     refused = False
     first_token = None
     out_tokens = 0
-
-    frames = ()  # its holds, outermost first (a list once it holds)
-    legs = ()  # a session's live legs
-    leases = ()  # its leases (on a main thread: the session's)
 
     def __init__(self, sess, A: dict, kind: int, serial: int) -> None:
         self.sess = sess if sess is not None else self
@@ -125,7 +125,6 @@ class Engine:
         self.adm_seq = itertools.count(1)
         self.queue_seq = itertools.count(1)
         self.ready: deque = deque()
-        self.current: Thread | None = None
         self.streams = Streams(seed)
         self.mrng = self.streams.machine
         self.events = 0
@@ -201,7 +200,7 @@ class Engine:
                     # settle: run the ready threads in the order they became ready
                     while ready:
                         T = popleft()
-                        self.current = T
+                        T.state = RUNNING
                         try:
                             exc = T.throw
                             if exc is None:
@@ -210,15 +209,11 @@ class Engine:
                                 T.throw = None
                                 T.gen.throw(exc)
                         except StopIteration:
-                            self.current = None
                             self.thread_done(T)
                         except Refused:
-                            self.current = None
                             self.thread_refused(T)
                         except _ERRORS as e:
-                            self.current = None
                             raise self.located(e, T) from None
-                    self.current = None
                 if waiting:
                     self.settle()
                 if self.attention:
@@ -269,7 +264,8 @@ class Engine:
             self.read_gauges()
 
     def step(self, T: Thread) -> None:
-        self.current = T
+        """Run a ready thread until it blocks or ends (its state says which, never RUNNING)."""
+        T.state = RUNNING
         try:
             exc = T.throw
             if exc is None:
@@ -278,16 +274,11 @@ class Engine:
                 T.throw = None
                 T.gen.throw(exc)
         except StopIteration:
-            self.current = None
             self.thread_done(T)
         except Refused:
-            self.current = None
             self.thread_refused(T)
         except _ERRORS as e:
-            self.current = None
             raise self.located(e, T) from None
-        else:
-            self.current = None
 
     def thread_refused(self, T: Thread) -> None:
         T.state = DONE
@@ -364,6 +355,32 @@ class Engine:
         T.ready_n = 1
         self.ready.append(T)
         return T
+
+    def session_done(self, S: Thread) -> None:
+        """The end of a session block (the generated code's call): the session ends."""
+        S.gen = None
+        if S.legs_live or S.ended or S.frames or S.leases or S.refused:
+            self.thread_done(S)
+            return
+        S.ended = True
+        S.state = DONE
+        now = self.now
+        self.turns_done += S.turns
+        ta = S.t_arrive
+        if ta >= self.t_measure:
+            self.a_live += now - ta
+        else:
+            self.a_live += now - self.t_measure
+            self.pre_live -= 1
+            self.pre_sum -= ta
+        self.t_live_sum -= ta
+        self.live -= 1
+        self.n_ended += 1
+        if self.closed:
+            self.arrive()
+        elif self.live == 0 and self.arrivals_limit is not None and not self.arrivals_open:
+            self.stop_reason = "drained"
+            self.attention = True
 
     def thread_done(self, T: Thread) -> None:
         # the generator's frame refers to the thread: let go of it, so no cycle outlives the thread
@@ -903,7 +920,7 @@ class Engine:
             S.stuck = True
             m.stuck += 1
         G.last_pos = pos
-        if V is not self.current:
+        if V.state != RUNNING:
             self.detach(V)
         while V.frames:
             F2 = V.frames.pop()
@@ -919,7 +936,7 @@ class Engine:
         except RunError as e:
             raise self.located(e, V, G.spec.loc) from None
         if self.rejected_at_join(V, G):
-            if V is self.current:
+            if V.state == RUNNING:
                 raise Refused()
             return
         V.frames.append(G)

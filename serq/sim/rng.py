@@ -14,7 +14,10 @@ draws the same marks under every deployment run on one seed:
   predicate, a ps capacity) the machine stream: each keyed by (seed, name).
 
 Keys are derived with SplitMix64's finaliser (`mix64`), chained over the
-integers that name the stream. The per-session streams, of which a run
+integers that name the stream; a session's turn keys are the SplitMix64
+sequence from its base, key(turn) = mix64(base + turn·γ), so the generated
+code derives each turn's key with four integer operations. The per-session
+streams, of which a run
 creates millions, are counter-based: uniform k of the stream with key K is
 `mix64(K + k·γ)`, γ the golden-ratio increment — SplitMix64 itself started at
 K, cheap to create (an integer) and to draw from in pure Python. An `init` or
@@ -177,25 +180,18 @@ class Streams:
         """The stream of session `session`'s init block (turn 0) or its turn `turn`, as an object."""
         return CounterStream(self.turn_key(session, turn))
 
+    def session_turn_base(self, session: int) -> int:
+        """The base of session `session`'s turn keys: key(turn) = mix64(base + turn·γ)."""
+        if session <= M64:
+            return mix64(self._turn_base ^ session)
+        return mix64(self._turn_base ^ derive(session))
+
     def turn_key(self, session: int, turn: int) -> int:
         """The key of session `session`'s init block (turn 0) or its turn `turn`."""
-        if session < 4294967296 and turn < 4294967296:
-            return mix64(self._turn_base ^ ((session << 32) | turn))
-        return mix64(mix64(self._turn_base ^ derive(session, turn)) ^ M64)
+        return mix64((self.session_turn_base(session) + turn * GAMMA) & M64)
 
     def turn_key_function(self):
-        """`turn_key` as a plain function with the base bound in (the generated code's hot path)."""
-        base = self._turn_base
-        slow = self.turn_key
-
-        def turn_key(session: int, turn: int) -> int:
-            if session < 4294967296 and turn < 4294967296:
-                z = ((base ^ ((session << 32) | turn)) + GAMMA) & M64
-                z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
-                z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
-                return z ^ (z >> 31)
-            return slow(session, turn)
-        return turn_key
+        return self.turn_key
 
     def session(self, session: int) -> CounterStream:
         return CounterStream(mix64(self._session_base ^ session))
