@@ -280,3 +280,14 @@ def test_two_flows_bottleneck(tmp_path):
     assert s["a_done"] == [(0, 10.0)]
     assert s["b_done"][0][1] == pytest.approx(20 / 3)
     assert text is not None
+
+
+def test_deadlock_on_a_hold_in_scope(tmp_path):
+    # the session waits at its join inside a hold the leg needs
+    prog = kernel("pool kv { cap 5; }", """
+      hold kv (cost(kv, 5)) {
+        fork { hold kv (cost(kv, 1)) { run svc (cost(svc, 1)); } }
+        join;
+      }""", 1)
+    e = run_error(prog, tmp_path)
+    assert "deadlock" in e.message and e.span.line == 8
