@@ -452,6 +452,18 @@ def test_fake_build_runs_at_most_jobs_and_slots_at_once(fake_project, monkeypatc
     assert max_overlap(runs()) == 1
 
 
+def test_fake_build_timeout_and_memory(fake_project, monkeypatch):
+    root, runs = fake_project
+    r = B.build(root)
+    assert all(m.max_rss_mb > 0 for m in r.modules)  # peak RSS of each Lean process
+    monkeypatch.setenv("FAKE_LEAN_SLEEP", "30")
+    t0 = time.monotonic()
+    r = B.build(root, force=True, timeout=0.5)
+    assert time.monotonic() - t0 < 15
+    assert not r.ok and r.errors[0].message == "Lean timed out after 0.5 s"
+    assert {m.status for m in r.modules} == {"failed", "blocked"}
+
+
 def test_fake_extra_files_and_check(fake_project, tmp_path):
     root, runs = fake_project
     gen = tmp_path / "gen"

@@ -92,6 +92,7 @@ class ModuleResult:
     status: str  # "built" | "skipped" | "failed" | "blocked"
     seconds: float = 0.0
     diagnostics: list[Diagnostic] = field(default_factory=list)
+    max_rss_mb: int = 0  # peak resident memory of its Lean process (0: not run)
 
 
 @dataclass
@@ -104,6 +105,7 @@ class CompileResult:
     seconds: float
     diagnostics: list[Diagnostic] = field(default_factory=list)
     output: str = ""  # non-diagnostic output (the tail), for crashes
+    max_rss_mb: int = 0  # peak resident memory of the Lean process
 
     @property
     def errors(self) -> list[Diagnostic]:
@@ -718,6 +720,43 @@ def parse_json_messages(stdout: str, base: Path, project_root: Path | None) -> l
     return out
 
 
+def _run_measured(cmd: list[str], cwd: Path, env: dict, timeout: float | None
+                  ) -> tuple[int, str, str, int, bool]:
+    """Run `cmd`; (exit status, stdout, stderr, peak RSS in KB, timed out).
+
+    Reaps the process with wait4 to read its peak resident memory (for the offline
+    Lean, node itself: the launcher execs it).
+    """
+    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    chunks: dict[str, bytes] = {}
+
+    def drain(name: str, stream) -> None:
+        chunks[name] = stream.read()
+        stream.close()
+
+    readers = [threading.Thread(target=drain, args=(n, s), daemon=True)
+               for n, s in (("out", p.stdout), ("err", p.stderr))]
+    for t in readers:
+        t.start()
+    deadline = None if timeout is None else time.monotonic() + timeout
+    timed_out = False
+    while True:
+        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+        if pid:
+            break
+        if deadline is not None and time.monotonic() > deadline and not timed_out:
+            timed_out = True
+            p.kill()
+        time.sleep(0.05)
+    rc = os.waitstatus_to_exitcode(status)
+    p.returncode = rc  # reaped here; keep Popen from waiting again
+    for t in readers:
+        t.join()
+    dec = lambda b: (b or b"").decode("utf-8", errors="replace")  # noqa: E731
+    return rc, dec(chunks.get("out")), dec(chunks.get("err")), int(ru.ru_maxrss), timed_out
+
+
 def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[Path],
              project_root: Path | None, file_label: str, timeout: float | None = None,
              on_event: Event | None = None, prefix: list[str] | None = None) -> CompileResult:
@@ -728,27 +767,26 @@ def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[P
         paths.append(env["LEAN_PATH"])
     env["LEAN_PATH"] = os.pathsep.join(paths)
     cmd = (prefix or list(toolchain.lean)) + ["--json"] + args
-    t0 = time.monotonic()
     with lean_slot(on_event):
         t0 = time.monotonic()
         try:
-            p = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True,
-                               errors="replace", timeout=timeout)
-        except subprocess.TimeoutExpired:
-            d = Diagnostic(file_label, 1, 1, "error", f"Lean timed out after {timeout:.0f} s")
-            return CompileResult(file_label, False, -1, time.monotonic() - t0, [d])
+            rc, stdout, stderr, rss_kb, timed_out = _run_measured(cmd, cwd, env, timeout)
         except OSError as e:
             raise LeanError(f"cannot run {cmd[0]}: {e.strerror}") from None
     seconds = time.monotonic() - t0
-    diags = parse_json_messages(p.stdout, cwd, project_root)
-    noise = _strip_noise("\n".join(ln for ln in p.stdout.splitlines() if not ln.startswith("{"))
-                         + "\n" + p.stderr)
-    ok = p.returncode == 0 and not any(d.is_error for d in diags)
-    if p.returncode != 0 and not any(d.is_error for d in diags):
+    rss_mb = round(rss_kb / 1024)
+    if timed_out:
+        d = Diagnostic(file_label, 1, 1, "error", f"Lean timed out after {timeout:g} s")
+        return CompileResult(file_label, False, rc, seconds, [d], "", rss_mb)
+    diags = parse_json_messages(stdout, cwd, project_root)
+    noise = _strip_noise("\n".join(ln for ln in stdout.splitlines() if not ln.startswith("{"))
+                         + "\n" + stderr)
+    ok = rc == 0 and not any(d.is_error for d in diags)
+    if rc != 0 and not any(d.is_error for d in diags):
         tail = noise.splitlines()[-1] if noise else "no message"
         diags.append(Diagnostic(file_label, 1, 1, "error",
-                                f"Lean exited with status {p.returncode} without a message ({tail})"))
-    return CompileResult(file_label, ok, p.returncode, seconds, diags, noise)
+                                f"Lean exited with status {rc} without a message ({tail})"))
+    return CompileResult(file_label, ok, rc, seconds, diags, noise, rss_mb)
 
 
 # --------------------------------------------------------------------------------------
@@ -915,15 +953,16 @@ def _build_modules(project: Project, tc: Toolchain, jobs: int, force: bool,
             if ok:
                 _write_stamp(project, name, {
                     "format": STAMP_FORMAT, "module": name, "trace": trace,
-                    "source": label, "seconds": round(r.seconds, 2),
+                    "source": label, "seconds": round(r.seconds, 2), "max_rss_mb": r.max_rss_mb,
                     "diagnostics": [asdict(d) for d in r.diagnostics],
                 })
             else:
                 with contextlib.suppress(OSError):
                     _stamp_path(project, name).unlink()
                 _remove_outputs(out)
-            say(f"lean: {'built' if ok else 'FAILED'} {name} in {r.seconds:.1f} s")
-            return ModuleResult(name, label, status, r.seconds, r.diagnostics)
+            say(f"lean: {'built' if ok else 'FAILED'} {name} in {r.seconds:.1f} s, "
+                f"{r.max_rss_mb / 1024:.1f} GB")
+            return ModuleResult(name, label, status, r.seconds, r.diagnostics, r.max_rss_mb)
 
         with ThreadPoolExecutor(max_workers=jobs) as pool:
             while True:
@@ -1041,7 +1080,7 @@ def compile_file(path: str | os.PathLike, *, root: str | os.PathLike | None = No
         else:
             r = run_lean(tc, [*opts, p.name], cwd=p.parent, lean_path=[project.olean_dir],
                          project_root=rootp, file_label=label, timeout=timeout, on_event=say)
-    say(f"lean: {'ok' if r.ok else 'FAILED'} {label} in {r.seconds:.1f} s")
+    say(f"lean: {'ok' if r.ok else 'FAILED'} {label} in {r.seconds:.1f} s, {r.max_rss_mb / 1024:.1f} GB")
     return r
 
 
