@@ -52,6 +52,7 @@ def build(E) -> None:
             shared.update(r.stage for r in s.stages)
     E.shared_stage_names = shared
     E.has_steps = False
+    E.step_stages = []  # the step stages' members (issue 5): iterations start in Engine.end_of_instant
     E.flows = FlowNet(E, program.share) if shared else None
     E.stage_members = {}
     E.all_stages = []

@@ -174,7 +174,7 @@ class Engine:
         horizon = self.horizon
         ready = self.ready
         popleft = ready.popleft
-        eoi = self.gauges_on or bool(self.volatile_stages)
+        eoi = self.gauges_on or bool(self.volatile_stages) or bool(self.step_stages)
         self.attention = eoi
         progress = self.progress
         waiting = self.waiting
@@ -250,15 +250,21 @@ class Engine:
             if not self.waiting or not self.retry_pools():
                 if not self.ready:
                     break
-        self._start_iterations()
 
-    def _start_iterations(self) -> None:
-        """Step stages start an iteration here (issue 5): none in this interpreter yet."""
+    def _start_iterations(self) -> bool:
+        """The step-stage hook: once the instant has settled and no other event is pending at it,
+        every idle step stage with residents or a waiting queue it serves starts an iteration
+        (scheduling its end). Step stages are refused by `build` for now, so there are none."""
+        return False
 
     def end_of_instant(self) -> None:
+        """The instant's events are done and settled: refresh state-reading ps capacities, start
+        step iterations, and read the gauges once nothing else happens at this instant."""
         for st in self.volatile_stages:
             st.refresh()
         if self.heap and self.heap[0][0] == self.now:
+            return
+        if self.step_stages and self._start_iterations() and self.heap and self.heap[0][0] == self.now:
             return
         if self.gauges_on:
             self.read_gauges()
