@@ -7,9 +7,9 @@ import math
 
 from simtools import assert_covers, replicate, response, run_example
 
-# a replication: 20 000 time units after a warm-up of 1 000
-RUN = dict(horizon=21_000.0, warmup=1_000.0)
-N = 10
+# a replication: 10 000 time units after a warm-up of 1 000
+RUN = dict(horizon=11_000.0, warmup=1_000.0)
+N = 20
 
 
 def pk_response(lam: float, mean: float, second_moment: float) -> float:

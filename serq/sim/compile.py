@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from serq.ir import models as ir
 from serq.link.consts import apply_function, ieee_div, ieee_mod
 from serq.sim.errors import Preempted, RunError
-from serq.sim.rng import GAMMA, M64, SITE_DRAWS, TWO53
+from serq.sim.rng import M64, SITE_DRAWS, TURN_STRIDE, TWO53, block_key, site_offset
 
 STATEMENT_LIMIT = 1_000_000
 
@@ -133,6 +133,7 @@ def _ix(arr, v, kind: str, name: str):
 HELPERS = {
     **SITE_DRAWS,
     "_log": math.log,
+    "_block_key": block_key,
     "_ix": _ix,
     "_Preempted": Preempted,
     "_INF": math.inf,
@@ -312,7 +313,7 @@ class ProgramCompiler:
                         and 0 <= float(e.args[0].value) < math.inf):
                     # inline: the same numbers as rng.site_exp, without a call
                     t = self.mod.fresh("_d")
-                    c = (((j << 32) + 1) * GAMMA) & M64
+                    c = site_offset(j)
                     env.hoist += [
                         f"_z = ({key} + {c}) & {M64}",
                         f"_z = ((_z ^ (_z >> 30)) * 0xBF58476D1CE4E5B9) & {M64}",
@@ -518,11 +519,8 @@ class ProgramCompiler:
         turn_body = self.program.workload.turn
         stream = None
         if any(has_draw(s) for s in turn_body):
-            # the turn's key: mix64(base + turn·γ), inline (rng.Streams.turn_key)
-            emit(ind, f"_z = (_tk + (S.turns + 1) * {GAMMA}) & {M64}")
-            emit(ind, f"_z = ((_z ^ (_z >> 30)) * 0xBF58476D1CE4E5B9) & {M64}")
-            emit(ind, f"_z = ((_z ^ (_z >> 27)) * 0x94D049BB133111EB) & {M64}")
-            emit(ind, "_rk = _z ^ (_z >> 31)")
+            # the turn's key K(t) = B + t·δ, inline (rng.block_key)
+            emit(ind, f"_rk = (_tk + S.turns * {TURN_STRIDE}) & {M64}")
             stream = "site:_rk"
         tctx = _Ctx(side="turn", stream=stream)
         tctx.env = self.stmt_env(stream)

@@ -14,17 +14,21 @@ draws the same marks under every deployment run on one seed:
   predicate, a ps capacity) the machine stream: each keyed by (seed, name).
 
 Keys are derived with SplitMix64's finaliser (`mix64`), chained over the
-integers that name the stream; a session's turn keys are the SplitMix64
-sequence from its base, key(turn) = mix64(base + turn·γ), so the generated
-code derives each turn's key with four integer operations. The per-session
+integers that name the stream. The per-session
 streams, of which a run
 creates millions, are counter-based: uniform k of the stream with key K is
 `mix64(K + k·γ)`, γ the golden-ratio increment — SplitMix64 itself started at
-K, cheap to create (an integer) and to draw from in pure Python. An `init` or
-`turn` block is straight-line code, so each draw written in it reads a
-sub-stream of the block's stream of its own, by the draw's place j in the
-block: uniform i of draw j is `mix64(K + (j·2^32 + i + 1)·γ)`; a draw is then
-one function of the key. The three long run-wide streams are Mersenne Twisters
+K, cheap to create (an integer) and to draw from in pure Python.
+
+An `init` or `turn` block is straight-line code, so each draw written in it
+reads a sub-stream of its own, by the draw's place j in the block. A session
+has one base B = mix64(turn-tag key ^ session); its turn t (init is turn 0)
+has the key K(t) = B + t·δ (mod 2^64), δ = 0xD1B54A32D192ED03 an odd Weyl
+increment, and uniform i of draw j is `mix64(K(t) + (j·2^20 + i + 1)·γ)` (a
+draw uses fewer than 2^20 uniforms). The key costs a multiply and the
+generated code draws an exponential with one mix; streams of distinct (turn,
+draw) meet only where (t1 − t2)·δ = (n2 − n1)·γ mod 2^64, as unlikely as any
+two 64-bit keys colliding. The three long run-wide streams are Mersenne Twisters
 (`random.Random`) seeded with their derived 64-bit key. A uniform is the top
 53 bits over 2^53, in [0, 1).
 
@@ -181,14 +185,14 @@ class Streams:
         return CounterStream(self.turn_key(session, turn))
 
     def session_turn_base(self, session: int) -> int:
-        """The base of session `session`'s turn keys: key(turn) = mix64(base + turn·γ)."""
+        """B: the base of session `session`'s init and turn streams."""
         if session <= M64:
             return mix64(self._turn_base ^ session)
         return mix64(self._turn_base ^ derive(session))
 
     def turn_key(self, session: int, turn: int) -> int:
-        """The key of session `session`'s init block (turn 0) or its turn `turn`."""
-        return mix64((self.session_turn_base(session) + turn * GAMMA) & M64)
+        """K(t): the key of session `session`'s init block (turn 0) or its turn `turn`."""
+        return block_key(self.session_turn_base(session), turn)
 
     def turn_key_function(self):
         return self.turn_key
@@ -212,11 +216,25 @@ def _fmt(v: float) -> str:
 # Draw j of a straight-line block with key K: its uniforms are
 # mix64(K + (j·2^32 + i + 1)·γ), i = 0, 1, …  (see the module's docstring).
 
+TURN_STRIDE = 0xD1B54A32D192ED03  # δ: K(t) = B + t·δ, an odd Weyl increment other than γ
+TURN_LIMIT = 1 << 62  # (no limit in practice: the generated code's fast path)
+
+
+def block_key(base: int, turn: int) -> int:
+    """K(t) = B + t·δ (mod 2^64)."""
+    return (base + turn * TURN_STRIDE) & M64
+
+
+def site_offset(j: int) -> int:
+    """The offset of draw j's first uniform from its block's key: (j·2^20 + 1)·γ (mod 2^64)."""
+    return (((j << 20) + 1) * GAMMA) & M64
+
+
 class _Site(Draws):
     __slots__ = ("key", "n")
 
     def __init__(self, key: int, j: int) -> None:
-        self.key = key + (j << 32) * GAMMA
+        self.key = key + (j << 20) * GAMMA
         self.n = 0
 
     def u(self) -> float:
@@ -230,7 +248,7 @@ class _Site(Draws):
 def site_exp(key: int, j: int, mean: float) -> float:
     if not (mean >= 0.0) or mean == math.inf:
         raise DrawError(f"~exp({_fmt(mean)}): the mean is a nonnegative, finite number")
-    z = (key + ((j << 32) + 1) * GAMMA) & M64
+    z = (key + ((j << 20) + 1) * GAMMA) & M64
     z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
     z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
     return -mean * _log(1.0 - ((z ^ (z >> 31)) >> 11) * TWO53)
