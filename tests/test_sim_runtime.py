@@ -136,3 +136,16 @@ def test_warmup_starts_the_measurement(tmp_path):
     rep = s["_report"]
     assert rep["stages"][0]["completed"] == 3 and rep["measured"] == 5.0
     assert rep["stages"][0]["utilization"] == pytest.approx(0.4)  # busy [6,7) and [8,9) of [5, 10)
+
+
+def test_machine_errors_are_reported_without_a_traceback(tmp_path):
+    # a ps capacity that drops to 0: the stage's own evaluation fails, not a session's statement
+    text = prog("run cpu (cost(cpu, 1));", decls="stage cpu : ps(2 - present);", workload="arrive batch(3);")
+    e = run_error(text, tmp_path)
+    assert "ps stage `cpu`" in e.message and "capacity" in e.message and e.kind == "run"
+
+
+def test_infinite_work_never_completes(tmp_path):
+    text = prog("set w = 1 / 0;\n    run svc (cost(svc, w));", workload="arrive batch(1);")
+    rep = run_text(text, tmp_path)
+    assert rep["stopped"] == "idle" and rep["sessions"]["live"] == 1 and rep["end"] == 0.0

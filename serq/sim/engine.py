@@ -171,7 +171,8 @@ class Engine:
 
     def run(self) -> None:
         heap = self.heap
-        horizon = self.horizon
+        # an event at time inf (a job of infinite work) never happens
+        horizon = self.horizon if self.horizon != math.inf else sys.float_info.max
         ready = self.ready
         popleft = ready.popleft
         eoi = self.gauges_on or bool(self.volatile_stages) or bool(self.step_stages)
@@ -231,6 +232,8 @@ class Engine:
         except KeyboardInterrupt:
             self.interrupted = True
             self.stop_reason = "interrupted"
+        except _ERRORS as e:  # raised by the machine, not by a thread (a ps capacity, a key, a gauge)
+            raise self.located(e) from None
         finally:
             if gc_was:
                 gc.enable()

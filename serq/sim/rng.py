@@ -185,9 +185,12 @@ class Streams:
         return CounterStream(self.turn_key(session, turn))
 
     def session_turn_base(self, session: int) -> int:
-        """B: the base of session `session`'s init and turn streams."""
+        """B: the base of session `session`'s init and turn streams (mix64(key ^ session), inline)."""
         if session <= M64:
-            return mix64(self._turn_base ^ session)
+            z = ((self._turn_base ^ session) + GAMMA) & M64
+            z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+            z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+            return z ^ (z >> 31)
         return mix64(self._turn_base ^ derive(session))
 
     def turn_key(self, session: int, turn: int) -> int:
