@@ -291,3 +291,27 @@ def test_deadlock_on_a_hold_in_scope(tmp_path):
       }""", 1)
     e = run_error(prog, tmp_path)
     assert "deadlock" in e.message and e.span.line == 8
+
+
+def test_a_victim_whose_reservation_no_longer_fits_is_rejected(tmp_path):
+    # S1 loads 2 tokens, is preempted by S0's growth; re-entering, it reserves 3 + 10 * computed = 23 > 10
+    prog = kernel("pool kv { cap 10; preempt by (-serial); }", """
+      branch (serial == 0) {
+        hold kv (cost(kv, 5)) {
+          run svc (cost(svc, 1));
+          grow kv (cost(kv, 4));
+          observe grew = now;
+          run svc (cost(svc, 1));
+        }
+      } else {
+        hold kv (cost(kv, 3)) reserve (cost(kv, 3 + 10 * computed)) {
+          load kv (cost(kv, 2));
+          run svc (cost(svc, 5));
+          observe s1_done = now;
+        }
+      }""", 2)
+    s = run_samples(prog, tmp_path)
+    assert s["grew"] == [(0, 1.0)] and s["s1_done"] == []
+    rep = s["_report"]
+    assert rep["sessions"]["rejected"] == 1 and rep["pools"][0]["preemptions"] == 1
+    assert rep["sessions"]["live"] == 0 and rep["client"]["response"]["count"] == 1

@@ -481,25 +481,35 @@ class Engine:
             self.release_frame(F, T)
 
     def refuse(self, T: Thread, member: PoolMember, spec) -> None:
-        """A hold that can never fit: the session ends; its legs run on."""
+        """A hold that can never fit: the session ends, refused; its other legs run on.
+
+        A running thread is left to the caller, which raises `Refused` in it; a suspended one
+        (a victim re-entering its queue) is closed here."""
         member.rejected += 1
         self.n_rejected += 1
         S = T.sess
-        main = S
         S.in_turn = False
         S.refused = True
-        if main is not T and main.state != DONE:
-            self.detach(main)
-            main.state = DONE
-            try:
-                main.gen.close()
-            except RuntimeError:
-                pass
-        # the refused thread's own holds go back now
         while T.frames:
             F = T.frames.pop()
             self.release_frame(F, T)
+        if T.state != RUNNING:
+            self._close(T)
+            if T.kind == LEG:
+                self.leg_done(T)
+        if S is not T and S.state != DONE and not S.ended:
+            self.detach(S)
+            self._close(S)
         self.end_session(S, refused=True)
+
+    def _close(self, T: Thread) -> None:
+        T.state = DONE
+        gen, T.gen = T.gen, None
+        if gen is not None:
+            try:
+                gen.close()
+            except RuntimeError:  # pragma: no cover - a generator that yields on close
+                pass
 
     # -- turns and what the client sees
     def turn_start(self, S: Thread) -> None:
