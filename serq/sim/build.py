@@ -7,7 +7,7 @@ from heapq import heappush
 
 from serq.ir import models as ir
 from serq.link.linker import fold
-from serq.sim.compile import CompileError, Env, ProgramCompiler, has_draw, resolve, walk
+from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve, walk
 from serq.sim.errors import RunError, Unsupported
 from serq.sim.pools import PoolMember
 from serq.sim.stages import DelayStage, FifoStage, FlowNet, PsStage, SharedStage
@@ -315,5 +315,3 @@ def _num(v):
     from serq.sim.engine import _num as n
     return n(v)
 
-
-__all__ = ["build", "has_draw"]

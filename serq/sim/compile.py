@@ -755,13 +755,15 @@ class _Ctx:
 
 
 def _count_stmts(body: list) -> int:
+    """The statements one pass of a loop body executes at most, its inner loops aside (they count
+    their own passes): those of both arms of a branch and of a hold's body."""
     n = 0
     for s in body:
         n += 1
-        for name in ("body", "then", "otherwise"):
-            v = getattr(s, name, None)
-            if isinstance(v, list) and name != "body" or (name == "body" and s.kind == "hold"):
-                n += _count_stmts(v) if isinstance(v, list) else 0
+        if s.kind == "branch":
+            n += _count_stmts(s.then) + _count_stmts(s.otherwise)
+        elif s.kind == "hold":
+            n += _count_stmts(s.body)
     return n
 
 

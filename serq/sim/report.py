@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import math
 
-from serq.sim.compile import is_static  # noqa: F401  (kept for the schema's documentation tooling)
 from serq.sim.errors import RunError
 from serq.sim.rng import DrawError
 
