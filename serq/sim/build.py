@@ -236,13 +236,43 @@ def _start(E) -> None:
         arrive = E.arrive
         limit = E.arrivals_limit if E.arrivals_limit is not None else math.inf
         log = math.log
+        if E.arrive_extra:
+            def poisson(_arg, _seq):
+                arrive()
+                if E.n_arrived >= limit:
+                    E.arrivals_open = False
+                    return
+                heappush(heap, (E.now - mean * log(1.0 - rnd()), next(seq), poisson, None))
+        else:
+            # Engine.arrive written out for a session with no init, trace or given (the hot path)
+            template = E.attr_template
+            session_fn = E.session_fn
+            ready = E.ready
+            new = object.__new__
+            from serq.sim.engine import READY, MainThread
 
-        def poisson(_arg, _seq):
-            arrive()
-            if E.n_arrived >= limit:
-                E.arrivals_open = False
-                return
-            heappush(heap, (E.now - mean * log(1.0 - rnd()), next(seq), poisson, None))
+            def poisson(_arg, _seq):
+                serial = E.n_arrived
+                E.n_arrived = serial + 1
+                now = E.now
+                E.live += 1
+                E.t_live_sum += now
+                A = template.copy()
+                A["serial"] = serial + 0.0
+                T = new(MainThread)
+                T.sess = T
+                T.A = A
+                T.serial = serial
+                T.t_arrive = now
+                T.gen = session_fn(E, T, A)
+                T.state = READY
+                T.ready_t = now
+                T.ready_n = 1
+                ready.append(T)
+                if serial + 1 >= limit:
+                    E.arrivals_open = False
+                    return
+                heappush(heap, (now - mean * log(1.0 - rnd()), next(seq), poisson, None))
         E.schedule(0.0, poisson)
     elif kind == "renewal":
         def gap() -> float:

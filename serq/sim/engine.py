@@ -346,7 +346,10 @@ class Engine:
         self.t_live_sum += now
         A = self.attr_template.copy()
         A["serial"] = serial + 0.0
-        T = MainThread(A, serial)
+        T = _new(MainThread)
+        T.sess = T
+        T.A = A
+        T.serial = serial
         T.t_arrive = now
         if self.arrive_extra:
             if self.trace is not None:
@@ -1143,6 +1146,9 @@ class Engine:
 
 
 _ERRORS = (RunError, DrawError, ZeroDivisionError, OverflowError, ValueError, TypeError)
+
+
+_new = object.__new__
 
 
 class SimRunError(Exception):
