@@ -283,13 +283,15 @@ class PoolMember:
         for e in order:
             if self.used + self.cached <= self.cap:
                 break
+            taken = 0.0
             while e.units > 0.0 and self.used + self.cached > self.cap:
                 amount = min(self.bs, e.units) if self.block is not None else e.units
                 e.units -= amount
                 self.cached -= amount
-                self.evicted_units += amount
-                if self.spill is not None:
-                    E.spill(self, e, amount)
+                taken += amount
+            self.evicted_units += taken
+            if self.spill is not None and taken > 0.0:
+                E.spill(self, e, taken)  # what left this entry, written to the tier at once
             if e.units <= 0.0:
                 self.evicted_entries += 1
                 del self.entries[e.seq]
