@@ -132,6 +132,7 @@ class Engine:
         self.n_ended = 0
         self.n_refused = 0
         self.n_rejected = 0
+        self.n_stuck = 0
         self.live = 0
         self.a_live = 0.0  # the time-integral of the live sessions, since the measurement's start
         self.t_live_sum = 0.0  # the sum of the live sessions' arrival times
@@ -941,6 +942,7 @@ class Engine:
         if G.last_pos is not None and pos <= G.last_pos and not S.stuck:
             S.stuck = True
             m.stuck += 1
+            self.n_stuck += 1
         G.last_pos = pos
         if V.state != RUNNING:
             self.detach(V)

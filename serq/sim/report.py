@@ -35,7 +35,7 @@ def make_report(E) -> dict:
     program = E.program
     start = E.warmup
     span = E.end - start if E.end > start else 0.0
-    stuck = sum(m.stuck for m in E.all_pools)
+    stuck = E.n_stuck
     rep = {
         "report_version": REPORT_VERSION,
         "serq_version": serq_version,
