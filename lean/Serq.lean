@@ -2,6 +2,7 @@ module
 
 public import Serq.Basic
 public import Serq.Exec
+public import Serq.Full
 public import Serq.Oracle
 public import Serq.OracleRandom
 public import Serq.OracleCache

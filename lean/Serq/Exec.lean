@@ -428,6 +428,13 @@ def clearSched : List Res → List Res
 def init (sessions : List Session) : Machine :=
   ⟨0, firstTurns 0 sessions, [], [], [], 0, [], [], 0, 0⟩
 
+/-- The iteration's plan: serve the residents, then, unless that preempted, admit from the queue. -/
+def plan (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) : Plan :=
+  let p0 : Plan := ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩
+  let p1 := serveRunning eng (resCount m.running + 1) p0
+  let p1 := { p1 with done := appendRes p1.done p1.todo, todo := [] }
+  if p1.preempted = 0 then admitHeads eng (reqCount p1.waiting + 1) p1 else p1
+
 /-- Has every turn been answered (or refused)? -/
 def Machine.quiet (m : Machine) : Bool :=
   noPending m.pending && noReq m.waiting && noRes m.running
@@ -444,10 +451,7 @@ def step (eng : Engine) (sessions : List Session) (m : Machine) : Machine :=
     | q :: _ => { m with now := q.time, pending := later, waiting := waiting, arrived := arrived }
   if noRes m.running ∧ noReq waiting then idle else
   let chunk := if eng.chunk > 0 ∧ resCount m.running + reqCount waiting > 1 then eng.chunk else 0
-  let p0 : Plan := ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩
-  let p1 := serveRunning eng (resCount m.running + 1) p0
-  let p1 := { p1 with done := appendRes p1.done p1.todo, todo := [] }
-  let p2 := if p1.preempted = 0 then admitHeads eng (reqCount p1.waiting + 1) p1 else p1
+  let p2 := plan eng chunk m waiting
   let tokens := batchTokens p2.done
   if tokens = 0 ∧ p2.preempted = 0 then
     -- nothing fits and nothing runs: the head waits for the next submission, if any
