@@ -26,19 +26,27 @@ def _clean(obj):
     return _v(obj)
 
 
+_VERSION: list[str] = []
+
+
+def serq_version() -> str:
+    if not _VERSION:
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            _VERSION.append(version("serq"))
+        except PackageNotFoundError:  # pragma: no cover
+            _VERSION.append("unknown")
+    return _VERSION[0]
+
+
 def make_report(E) -> dict:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        serq_version = version("serq")
-    except PackageNotFoundError:  # pragma: no cover
-        serq_version = "unknown"
     program = E.program
     start = E.warmup
     span = E.end - start if E.end > start else 0.0
     stuck = E.n_stuck
     rep = {
         "report_version": REPORT_VERSION,
-        "serq_version": serq_version,
+        "serq_version": serq_version(),
         "program": program.source,
         "settings": {
             "seed": E.seed,
