@@ -121,6 +121,7 @@ class Engine:
         self.now = 0.0
         self.heap: list = []
         self.seq = itertools.count(1)
+        self.seq_spent = 0  # numbers the event count itself took from the sequence
         self.release_seq = itertools.count(1)
         self.adm_seq = itertools.count(1)
         self.queue_seq = itertools.count(1)
@@ -180,7 +181,6 @@ class Engine:
         self.attention = eoi
         progress = self.progress
         waiting = self.waiting
-        events = 0
         wall0 = _time.perf_counter()
         # The run makes no reference cycle that outlives a thread (a thread lets go of its
         # generator when it ends): the cyclic collector only costs time here.
@@ -196,7 +196,6 @@ class Engine:
                     heappush(heap, (t, seq, fn, arg))
                     break
                 self.now = t
-                events += 1
                 fn(arg, seq)
                 if ready:
                     # settle: run the ready threads in the order they became ready
@@ -227,8 +226,8 @@ class Engine:
                             continue
                     if self.stop_reason is not None:
                         break
-                if not events & 4095 and progress is not None:
-                    self.events = events
+                if progress is not None and not seq & 4095:
+                    self.events = self.events_processed()
                     progress(self, _time.perf_counter() - wall0)
         except KeyboardInterrupt:
             self.interrupted = True
@@ -238,8 +237,14 @@ class Engine:
         finally:
             if gc_was:
                 gc.enable()
-        self.events = events
+        self.events = self.events_processed()
         self.finish()
+
+    def events_processed(self) -> int:
+        """Every event scheduled has been processed (stale ones included) or is still in the heap."""
+        issued = next(self.seq) - 1
+        self.seq_spent += 1
+        return issued - self.seq_spent + 1 - len(self.heap)
 
     def run_ready(self) -> None:
         ready = self.ready
