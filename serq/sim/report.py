@@ -230,7 +230,7 @@ def render_text(rep: dict, console) -> None:
     if rep["observes"]:
         sample_table("observe", rep["observes"])
     if rep["gauges"]:
-        t = Table(title="gauge (time average over [warmup, end])", title_justify="left")
+        t = Table(title="gauge (time average over \\[warmup, end])", title_justify="left")
         for c in ("name", "mean ± 95% CI", "min", "max"):
             t.add_column(c, justify="left" if c == "name" else "right")
         for name, g in rep["gauges"].items():
