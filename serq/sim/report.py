@@ -204,10 +204,11 @@ def _mean_ci(s: dict) -> str:
 
 
 def render_text(rep: dict, console) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     st = rep["settings"]
-    console.print(f"[bold]{rep['program']}[/bold]  seed {st['seed']}  horizon {_fmt(st['horizon'])}  warmup "
+    console.print(f"[bold]{escape(str(rep['program']))}[/bold]  seed {st['seed']}  horizon {_fmt(st['horizon'])}  warmup "
                   f"{_fmt(st['warmup'])}" + (f"  arrivals {st['arrivals']}" if st["arrivals"] else ""))
     s = rep["sessions"]
     console.print(f"ended at {_fmt(rep['end'])} ({rep['stopped']}); {rep['events']} events; sessions: "
@@ -220,7 +221,7 @@ def render_text(rep: dict, console) -> None:
         for c in ("name", "count", "mean ± 95% CI", "std", "min", "p50", "p90", "p99", "max"):
             t.add_column(c, justify="left" if c == "name" else "right")
         for name, x in rows.items():
-            t.add_row(name, str(x["count"]), _mean_ci(x), _fmt(x["std"]), _fmt(x["min"]), _fmt(x["p50"]),
+            t.add_row(escape(name), str(x["count"]), _mean_ci(x), _fmt(x["std"]), _fmt(x["min"]), _fmt(x["p50"]),
                       _fmt(x["p90"]), _fmt(x["p99"]), _fmt(x["max"]))
         console.print(t)
 
@@ -234,7 +235,7 @@ def render_text(rep: dict, console) -> None:
         for c in ("name", "mean ± 95% CI", "min", "max"):
             t.add_column(c, justify="left" if c == "name" else "right")
         for name, g in rep["gauges"].items():
-            t.add_row(name, _mean_ci(g), _fmt(g["min"]), _fmt(g["max"]))
+            t.add_row(escape(name), _mean_ci(g), _fmt(g["min"]), _fmt(g["max"]))
         console.print(t)
     if rep["stages"]:
         t = Table(title="stage", title_justify="left")
@@ -244,7 +245,7 @@ def render_text(rep: dict, console) -> None:
         for r in rep["stages"]:
             label = r["name"] if r["index"] is None else f"{r['name']}[{r['index']}]"
             svc = r["service"] + (f"({r['servers']})" if r.get("servers", 1) != 1 else "")
-            t.add_row(label, svc, _fmt(r["utilization"]), _fmt(r["mean_busy"]), _fmt(r["mean_queue"]),
+            t.add_row(escape(label), svc, _fmt(r["utilization"]), _fmt(r["mean_busy"]), _fmt(r["mean_queue"]),
                       str(r["completed"]), _fmt(r["throughput"]), _fmt(r["mean_wait"]), _fmt(r["mean_sojourn"]))
         console.print(t)
     if rep["pools"]:
@@ -254,7 +255,7 @@ def render_text(rep: dict, console) -> None:
             t.add_column(c, justify="left" if c == "name" else "right")
         for r in rep["pools"]:
             label = r["name"] if r["index"] is None else f"{r['name']}[{r['index']}]"
-            t.add_row(label, _fmt(r["cap"]) if r["cap"] is not None else "inf", _fmt(r["mean_used"]),
+            t.add_row(escape(label), _fmt(r["cap"]) if r["cap"] is not None else "inf", _fmt(r["mean_used"]),
                       _fmt(r["mean_cached"]), _fmt(r["mean_queue"]), str(r["admissions"]), _fmt(r["mean_wait"]),
                       str(r["rejected"]), f"{r['evicted_entries']} ({_fmt(r['evicted_units'])})",
                       str(r["preemptions"]), str(r["stuck"]), str(r["growing_at_end"]), str(r["over_cap"]))
@@ -265,7 +266,8 @@ def render_text(rep: dict, console) -> None:
             t.add_column(c)
         for c in rep["claims"]:
             color = {"holds": "green", "fails": "red"}.get(c["result"], "yellow")
-            t.add_row(c["name"], c["form"].replace("_", " "), f"[{color}]{c['result']}[/{color}]", c.get("why", ""))
+            t.add_row(escape(c["name"]), c["form"].replace("_", " "), f"[{color}]{c['result']}[/{color}]",
+                      escape(c.get("why", "")))
         console.print(t)
     for n in rep["notes"]:
-        console.print(f"note: {n}")
+        console.print(f"note: {escape(n)}")
