@@ -4,8 +4,6 @@ public import Serq.Basic
 public import Serq.Exec
 public import Serq.Full
 public import Serq.Oracle
-public import Serq.OracleRandom
-public import Serq.OracleCache
 
 /-! # serQ in Lean
 

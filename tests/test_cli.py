@@ -109,3 +109,10 @@ def test_parse_error_exits_1_without_traceback(tmp_path):
     assert p.returncode == 1
     assert "Traceback" not in p.stderr
     assert f"{bad}:1:25: error: unexpected ';'" in p.stderr
+
+
+def test_an_input_may_give_the_closed_population(tmp_path):
+    prog = tmp_path / "closed.sq"
+    prog.write_text((REPO / "examples/multi-turn/closed.sq").read_text())
+    data = json.loads(run("ir", str(prog), "--set", "sessions=7").output)
+    assert data["workload"]["arrival"] == {"kind": "closed", "sessions": 7}

@@ -362,9 +362,10 @@ class Linker:
             raise _err(f"{what} evaluates to NaN: a constant is a number or inf", e.span)
         return ConstValue(value, e.span, frozenset(inputs))
 
-    def _count_value(self, e: A.Expr, what: str = "a count") -> int:
+    def _count_value(self, e: A.Expr, what: str = "a count", array: bool = True) -> int:
+        """A whole number from 1 to a million; an array's size (`pool kv[n]`) may not come from a supplied input."""
         v = self._const_eval(e, what)
-        if v.inputs:
+        if array and v.inputs:
             raise _err(f"{what} depends on input(s) {', '.join(sorted(v.inputs))} supplied from outside: "
                        "an input may not change a parse-time array size", e.span)
         if not (v.value == int(v.value) if math.isfinite(v.value) else False) or not 1 <= v.value <= COUNT_LIMIT:
@@ -416,7 +417,7 @@ class Linker:
                 raise _err(f"renewal({format_number(folded)}): a gap is positive and finite", a.span)
             return ir.Renewal(gap=gap)
         if a.kind in ("closed", "batch"):
-            n = self._count_value(a.arg, f"{a.kind}(n), the sessions")
+            n = self._count_value(a.arg, f"{a.kind}(n), the sessions", array=False)
             return ir.Closed(sessions=n) if a.kind == "closed" else ir.Batch(sessions=n)
         if a.kind == "none":
             return ir.NoArrivals()
