@@ -12,6 +12,7 @@ import click
 from serq.errors import SerqError, render
 from serq.leangen.commands import lean
 from serq.sim.commands import run
+from serq.sim.oracle_run import oracle
 from serq.leangen.export_cmd import export
 
 
@@ -24,6 +25,7 @@ def main() -> None:
 lean.add_command(export)
 main.add_command(lean)
 main.add_command(run)
+main.add_command(oracle)
 
 
 def fail(error: SerqError, sources: dict[str, str] | None = None) -> None:

@@ -92,10 +92,14 @@ def program_inputs(config: dict) -> dict[str, str]:
 
 
 def trace_rows(scenario: Scenario) -> list[dict]:
+    """The trace's rows. A scenario's `think` is the wait *before* a turn; the program's session
+    block waits after a turn (`turn; … run thinking (think); turn;`), so a row's `think` is the next
+    turn's (0 on a session's last row). `read_trace` undoes it."""
     rows = []
     for i, (arrive, turns) in enumerate(scenario.sessions):
-        for t in turns:
-            rows.append({"session": i, "arrive": arrive, "new": t.new, "out": t.out, "think": t.think,
+        for k, t in enumerate(turns):
+            after = turns[k + 1].think if k + 1 < len(turns) else 0
+            rows.append({"session": i, "arrive": arrive, "new": t.new, "out": t.out, "think": after,
                          "forced": int(t.forced)})
     return rows
 
@@ -126,4 +130,9 @@ def read_trace(path: str | Path) -> list[tuple[int, list[TurnSpec]]]:
                 sessions.setdefault(sid, (arrive, []))[1].append(turn)
     except FileNotFoundError:
         raise SerqError(f"no such trace: {path}", None, "usage") from None
-    return [sessions[k] for k in sorted(sessions)]
+    out = []
+    for k in sorted(sessions):  # a row's think is the wait after its turn: the next turn's wait before it
+        arrive, turns = sessions[k]
+        before = [0] + [t.think for t in turns[:-1]]
+        out.append((arrive, [TurnSpec(t.new, t.out, b, t.forced) for t, b in zip(turns, before)]))
+    return out

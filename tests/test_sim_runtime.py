@@ -86,12 +86,6 @@ def test_over_cap_is_named_at_the_end(tmp_path):
     assert any(n.startswith("over: pool kv") for n in rep["notes"])
 
 
-def test_step_stages_are_refused_clearly():
-    with pytest.raises(SerqError) as info:
-        run_example("multi-turn/vllm.sq", horizon=10.0)
-    assert "step stage" in info.value.message and info.value.kind == "run"
-
-
 def test_arrivals_drain(tmp_path):
     rep = run_example("single-turn/mm1.sq", arrivals=500, seed=2)
     assert rep["stopped"] == "drained" and rep["sessions"]["arrived"] == 500

@@ -8,9 +8,10 @@ from heapq import heappush
 from serq.ir import models as ir
 from serq.link.linker import fold
 from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve, walk
-from serq.sim.errors import RunError, Unsupported
+from serq.sim.errors import RunError
 from serq.sim.pools import PoolMember
 from serq.sim.stages import DelayStage, FifoStage, FlowNet, PsStage, SharedStage
+from serq.sim.steps import ADMIT, BRANCH, SERVE, SET, StepSpec, StepStage
 from serq.sim.stats import Gauge, SampleSet
 
 
@@ -22,22 +23,17 @@ class ClaimState:
         self.given = None
         self.value = None
         self.out_of_scope: int | None = None
+        self.settled = None  # a claim over iterations: (time, iteration) it failed or was witnessed at
+        self.member = None  # the step stage member whose iterations it reads
 
 
 def build(E) -> None:
     program = E.program
-    for st in program.stages:
-        if st.service.kind == "step":
-            raise Unsupported(f"stage `{st.name}` is a step stage (an engine): its iterations are not run by "
-                              "this interpreter yet")
     # -- pools
     E.pool_members = {}
     E.all_pools = []
     order = 0
     for p in program.pools:
-        if p.admit_via is not None:
-            raise Unsupported(f"pool `{p.name}` is admitted by step stage `{p.admit_via}`: step stages are not "
-                              "run by this interpreter yet")
         members = []
         for i in range(p.count):
             m = PoolMember(E, p, i if p.count > 1 else None, order)
@@ -51,8 +47,8 @@ def build(E) -> None:
         if isinstance(s, ir.RunStmt) and len(s.stages) > 1:
             shared.update(r.stage for r in s.stages)
     E.shared_stage_names = shared
-    E.has_steps = False
-    E.step_stages = []  # the step stages' members (issue 5): iterations start in Engine.end_of_instant
+    E.has_steps = any(st.service.kind == "step" for st in program.stages)
+    E.step_stages = []  # the step stages' members: iterations start in Engine.end_of_instant
     E.flows = FlowNet(E, program.share) if shared else None
     E.stage_members = {}
     E.all_stages = []
@@ -64,7 +60,10 @@ def build(E) -> None:
         svc = st.service
         for i in range(st.count):
             idx = i if st.count > 1 else None
-            if st.name in shared:
+            if svc.kind == "step":
+                m = StepStage(E, st.name, idx, st.at)
+                E.step_stages.append(m)
+            elif st.name in shared:
                 phi = fold(svc.capacity) if svc.kind == "ps" else None
                 if svc.kind != "ps" or phi is None or not (0 < phi < math.inf) or _is_present(svc.capacity):
                     raise CompileError(f"stage `{st.name}` is held by a run with another stage: every stage of "
@@ -85,6 +84,8 @@ def build(E) -> None:
             members.append(m)
             E.all_stages.append(m)
         E.stage_members[st.name] = members
+    _join_engines(E, program)
+    step_specs = {st.name: _step_spec(pc, st) for st in program.stages if st.service.kind == "step"}
     cap_fns = {}
     for st in program.stages:
         if st.service.kind == "ps" and any(m in late_caps for m in E.stage_members[st.name]):
@@ -152,6 +153,11 @@ def build(E) -> None:
         if c.form == "at_end":
             env = Env(f"claim `{c.name}`", attrs=None, ctx={"now": "E.now"}, observed=True)
             cs.value = pc.function("_claim_", ("E",), pc.expr(c.value, env))
+        else:
+            cs.member = _claim_member(E, c)
+            env = Env(f"claim `{c.name}`", attrs=None, ctx=dict(_CLAIM_CTX), regs="st.regs", reg_stage=c.stage.stage)
+            cs.value = pc.function("_claim_", ("E", "st"), pc.expr(c.value, env))
+            cs.member.claims.append(cs)
         if c.given is not None:
             genv = Env(f"the given of claim `{c.name}`", attrs="A", ctx={}, stream=None)
             cs.given = pc.function("_given_", ("E", "A"), pc.expr(c.given, genv))
@@ -177,7 +183,12 @@ def build(E) -> None:
             m.evict_keys = resolve(ek, ns) if ek is not None else None
             if sp is not None:
                 m.spill = tuple(resolve(x, ns) for x in sp)
+    # a pool an engine admits holds request slots, not a prefix: it takes no part in the prefix cache
+    slots = frozenset(p.name for p in program.pools if p.admit_via is not None)
     for spec in pc.holds:
+        if slots:
+            spec.cache_pools = spec.cache_pools - slots
+            spec.reuse_pools = spec.reuse_pools - slots
         for p in spec.pools:
             p.resolver = resolve(p.resolver, ns)
             p.units = resolve(p.units, ns)
@@ -188,6 +199,12 @@ def build(E) -> None:
     for key, obj in list(ns.items()):
         if key.startswith("_legref_"):
             ns[key] = resolve(obj, ns)
+    for st in program.stages:
+        if st.name in step_specs:
+            spec = _resolve_spec(step_specs[st.name], ns)
+            for m in E.stage_members[st.name]:
+                m.spec = spec
+                m.regs.update(spec.registers)
     E.gauges = [Gauge(name, resolve(fn, ns)) for name, fn in gauge_fns]
     E.gauges_on = bool(E.gauges)
     for cs in claim_states:
@@ -345,3 +362,182 @@ def _num(v):
     from serq.sim.engine import _num as n
     return n(v)
 
+
+
+# ------------------------------------------------------------------ step stages
+_RUNNING = {"residents": "st.nres()", "decoders": "st.ndec()", "kv_decode": "st.kvd()", "kv_prefill": "st.kvp()",
+            "waiting_holds": "st.nwait()"}
+_PLANNED = {"tokens": "st.b_tok", "prefilled": "st.b_pre"}
+_BATCH = {"residents": "st.nres()", "waiting_holds": "st.nwait()", "tokens": "st.b_tok", "prefilled": "st.b_pre",
+          "decoders": "st.b_dec", "kv_decode": "st.b_kvd", "kv_prefill": "st.b_kvp", "attention": "st.b_att"}
+_CLAIM_CTX = {**_BATCH, "now": "E.now", "demand": "st.demand()", "served": "st.served_total",
+              "arrived": "float(E.n_arrived)"}
+del _CLAIM_CTX["waiting_holds"]
+_RUNNING_VARS = frozenset(_RUNNING)
+
+
+def _members_for(members: list, n: int, i: int):
+    """The members of a family of `len(members)` joined to member i of a family of n."""
+    if len(members) == n:
+        return [members[i]]
+    if len(members) == 1:
+        return members
+    return None
+
+
+def _join_engines(E, program) -> None:
+    """Which step stage member admits each pool member's queue, and whose memory each pool member is:
+    families joined member for member; a family of one joins every member; a single engine admits
+    every member of a family of pools."""
+    for p in program.pools:
+        pms = E.pool_members[p.name]
+        for attr, stage in (("via", p.admit_via), ("mem_stage", p.memory_of)):
+            if stage is None:
+                continue
+            sms = E.stage_members[stage]
+            for j, pm in enumerate(pms):
+                if len(sms) == len(pms):
+                    sm = sms[j]
+                elif len(sms) == 1:
+                    sm = sms[0]
+                elif len(pms) == 1:
+                    sm = None
+                else:
+                    raise CompileError(f"pool `{p.name}[{len(pms)}]` on engine `{stage}[{len(sms)}]`: families are "
+                                       "joined member for member")
+                targets = [sm] if sm is not None else sms
+                if attr == "via":
+                    pm.via = targets[0]
+                    for t in targets:
+                        t.admits.append(pm)
+                else:
+                    pm.mem_stage = targets[0] if len(targets) == 1 else None
+        if p.preempt.kind == "by" and len(p.preempt.keys) == 1:
+            k = p.preempt.keys[0]
+            if (isinstance(k, ir.Unary) and k.op == "neg" and isinstance(k.arg, ir.Ctx)
+                    and k.arg.var == "admission"):
+                for pm in pms:
+                    pm.lifo = True
+
+
+def _const(e):
+    v = fold(e)
+    return None if v is None else float(v)
+
+
+def _step_spec(pc, st) -> StepSpec:
+    svc = st.service
+    name = st.name
+
+    def env(what: str, ctx: dict, stream=None, attrs=None) -> Env:
+        return Env(f"{what} of `{name}`", attrs=attrs, ctx=dict(ctx), stream=stream, regs="st.regs", reg_stage=name)
+
+    def fn(prefix: str, e, what: str, ctx: dict, stream=None):
+        c = _const(e)
+        if c is not None:
+            return c
+        return pc.function(prefix, ("E", "st"), pc.expr(e, env(what, ctx, stream)), st.at)
+
+    serve_ctx = {**_RUNNING, "decoding": "(1.0 if J.dec else 0.0)", "admission": "float(J.adm)",
+                 "remaining": "J.rem"}
+    guard_ctx = {**_RUNNING, **_PLANNED, "preempted": "float(st.n_pre)", "admitted": "float(st.n_adm)"}
+
+    def only_fn(e):
+        if e is None:
+            return None
+        return pc.function("_only_", ("E", "st", "J", "A"), pc.expr(e, env("an only predicate", serve_ctx, attrs="A")),
+                           st.at)
+
+    def body(stmts):
+        out = []
+        for s in stmts:
+            if s.kind == "serve":
+                out.append((SERVE, only_fn(s.only)))
+            elif s.kind == "admit":
+                gate = None
+                if s.gate is not None:
+                    gate = (pc.function("_gate_", ("E", "st"), pc.expr(s.gate, env("a while", guard_ctx)), st.at),
+                            st.at)
+                out.append((ADMIT, only_fn(s.only), gate))
+            elif s.kind == "branch":
+                test = pc.function("_sbr_", ("E", "st"), pc.expr(s.test, env("a branch", guard_ctx)), st.at)
+                out.append((BRANCH, test, body(s.then), body(s.otherwise), st.at))
+            else:
+                value = pc.function("_sset_", ("E", "st"), pc.expr(s.value, env(f"set {s.name}", guard_ctx)), st.at)
+                out.append((SET, s.name, value, st.at))
+        return out
+
+    keys = None
+    dynamic = False
+    if svc.serve.kind == "by" and svc.serve.keys:
+        kenv = env("the serve order", serve_ctx, attrs="A")
+        keys = pc.keys_function("_skey_", ("E", "st", "J", "A"), svc.serve.keys, kenv, st.at)
+        dynamic = any(isinstance(n, ir.Ctx) and n.var in _RUNNING_VARS for k in svc.serve.keys for n in walk(k))
+    granule = None
+    if svc.granule is not None:
+        granule = fn("_gran_", svc.granule, "the granule", guard_ctx)
+    return StepSpec(
+        loc=st.at,
+        budget=fn("_budget_", svc.budget, "the tokens cap", _RUNNING, "E.mrng"),
+        chunk=fn("_chunk_", svc.chunk, "each at most", {**_RUNNING, **_PLANNED}),
+        granule=granule,
+        cost=fn("_cost_", svc.cost, "execute", {**_BATCH, "now": "E.now"}, "E.mrng"),
+        keys=keys,
+        keys_dynamic=dynamic,
+        exclusive=svc.serve.kind == "exclusive_prefill",
+        body=body(svc.iteration) if svc.iteration is not None else None,
+        sets=svc.iteration is not None and any(_sets(svc.iteration)),
+        registers={r.name: float(r.init) for r in svc.registers},
+    )
+
+
+def _sets(stmts):
+    for s in stmts:
+        if s.kind == "set":
+            yield True
+        elif s.kind == "branch":
+            yield from _sets(s.then)
+            yield from _sets(s.otherwise)
+
+
+def _resolve_spec(spec: StepSpec, ns) -> StepSpec:
+    def r(x):
+        return resolve(x, ns) if x is not None and not isinstance(x, float) else x
+
+    def body(stmts):
+        out = []
+        for s in stmts:
+            if s[0] == SERVE:
+                out.append((SERVE, r(s[1])))
+            elif s[0] == ADMIT:
+                out.append((ADMIT, r(s[1]), (r(s[2][0]), s[2][1]) if s[2] is not None else None))
+            elif s[0] == BRANCH:
+                out.append((BRANCH, r(s[1]), body(s[2]), body(s[3]), s[4]))
+            else:
+                out.append((SET, s[1], r(s[2]), s[3]))
+        return out
+
+    spec.budget = r(spec.budget)
+    spec.chunk = r(spec.chunk)
+    spec.granule = r(spec.granule)
+    spec.cost = r(spec.cost)
+    spec.keys = r(spec.keys)
+    if spec.body is not None:
+        spec.body = body(spec.body)
+    return spec
+
+
+def _claim_member(E, c):
+    ref = c.stage
+    members = E.stage_members.get(ref.stage) if ref is not None else None
+    if not members or not isinstance(members[0], StepStage):
+        raise CompileError(f"claim `{c.name}` reads the iterations of `{ref.stage if ref else '?'}`, which is no "
+                           "step stage")
+    if ref.index is None:
+        if len(members) != 1:
+            raise CompileError(f"claim `{c.name}`: `{ref.stage}` is an engine family: name a member")
+        return members[0]
+    i = fold(ref.index)
+    if i is None or not (i == int(i) and 0 <= i < len(members)):
+        raise CompileError(f"claim `{c.name}`: the member of `{ref.stage}` is a constant index below {len(members)}")
+    return members[int(i)]

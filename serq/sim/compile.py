@@ -53,6 +53,8 @@ class Env:
     observed: bool = False  # claim at end aggregates
     sites: int = 0  # draws compiled so far in a straight-line block ("site:KEY" streams)
     hoist: list | None = None  # statements to emit before the current one (inline site draws)
+    regs: str | None = None  # the Python name of the step stage's registers (its own expressions)
+    reg_stage: str | None = None  # the step stage those registers are of
 
 
 def walk(e):
@@ -237,6 +239,19 @@ class ProgramCompiler:
             return self.mod.globals[text]
         return self.function(f"_ref_{_safe(name)}_", ("E", "T", "A"), self.member(kind, ref, env))
 
+    def register(self, e, env: Env) -> str:
+        """A step stage's register: its own expressions read their member's; elsewhere the one member's."""
+        if env.regs is not None and env.reg_stage == e.stage:
+            return f"{env.regs}[{e.name!r}]"
+        members = self.engine.stage_members.get(e.stage)
+        if not members or not hasattr(members[0], "regs"):
+            raise CompileError(f"{env.what} reads register `{e.name}` of `{e.stage}`, which is no step stage")
+        if len(members) != 1:
+            raise CompileError(f"{env.what} reads register `{e.name}` of the engine family `{e.stage}`: outside "
+                               "its own clauses a family's register names no member")
+        regs = self.mod.bind(f"_R_{_safe(e.stage)}_", members[0].regs)
+        return f"{regs}[{e.name!r}]"
+
     # ------------------------------------------------------------ expressions
     def expr(self, e, env: Env) -> str:
         k = e.kind
@@ -250,16 +265,10 @@ class ProgramCompiler:
             return f"{env.attrs}[{e.name!r}]"
         if k == "ctx":
             if e.var not in env.ctx:
-                if e.var in ("residents", "decoders", "kv_decode", "kv_prefill", "tokens", "prefilled",
-                             "attention", "preempted", "admitted", "demand", "served", "arrived",
-                             "remaining"):
-                    raise CompileError(f"{env.what} reads `{e.var}`, a step stage's value (step stages run "
-                                       "iterations, which this interpreter does not run yet)")
                 raise CompileError(f"{env.what} reads context variable `{e.var}`, which it does not supply")
             return env.ctx[e.var]
         if k == "reg":
-            raise CompileError(f"{env.what} reads register `{e.name}` of step stage `{e.stage}`: step stages "
-                               "run iterations, which this interpreter does not run yet")
+            return self.register(e, env)
         if k == "unary":
             a = self.expr(e.arg, env)
             if e.op == "neg":
@@ -353,8 +362,7 @@ class ProgramCompiler:
             if fn == "work":
                 return f"{m}.work_left()"
             if fn == "budget_left":
-                raise CompileError(f"{env.what} reads budget_left({e.stage.stage}): a step stage's budget "
-                                   "(step stages run iterations, which this interpreter does not run yet)")
+                return f"{m}.budget_left()"
             raise CompileError(f"unknown stage observable {fn}")
         if k == "observed":
             if not env.observed:
@@ -590,8 +598,8 @@ class ProgramCompiler:
     def run(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
         emit = self.mod.emit
         if s.mode is not None:
-            raise CompileError(f"`run … {s.mode}` runs on a step stage: step stages run iterations, which this "
-                               "interpreter does not run yet", s.at)
+            self.step_run(s, ctx, ind, env)
+            return
         w = self.mod.fresh("_w")
         emit(ind, f"{w} = {self.expr(s.work, env)}")
         emit(ind, f"if not {w} >= 0.0:")
@@ -613,6 +621,24 @@ class ProgramCompiler:
         emit(ind + 1, "yield")
         if grow is not None:
             emit(ind, f"E.advance(T, {grow[0]}, {grow[1]}, {w})")
+
+    def step_run(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
+        """`run S prefill (w) [growing P]`: the thread becomes a resident of the step stage, which
+        grows the hold and advances its position iteration by iteration (serq.sim.steps)."""
+        emit = self.mod.emit
+        if len(s.stages) != 1:
+            raise CompileError("a run on an engine names one stage", s.at)
+        member = self.member("stage", s.stages[0], env)
+        w = self.mod.fresh("_w")
+        emit(ind, f"{w} = {self.expr(s.work, env)}")
+        emit(ind, f"if not {w} >= 0.0:")
+        emit(ind + 1, f"E.bad_amount('the work of a run', {w})")
+        fv, pos = ("None", 0)
+        if s.growing is not None:
+            fv, pos = self.enclosing(ctx, s.growing, "a growing run")
+        emit(ind, f"if {w} > 0.0:")
+        emit(ind + 1, f"{member}.add_run(T, {w}, {s.mode == 'decode'}, {fv}, {pos})")
+        emit(ind + 1, "yield")
 
     # -- holds
     def find_enclosing(self, ctx: "_Ctx", ref):

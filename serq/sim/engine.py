@@ -73,8 +73,18 @@ class Thread:
     trace_pos = 0
     leg_count = 0
     refused = False
-    first_token = None
-    out_tokens = 0
+    first_token = None  # the time of the turn's first output token (an iteration's end)
+    out_tokens = 0  # its output tokens after the first
+    # an engine's requests (serq.sim.steps)
+    adm_no = 0  # the sequence number of the thread's latest admission
+    job = None  # its run at a step stage
+    ndec = 0  # the turn's decode tokens
+    ttft_rec = False
+    turn_pre = 0  # the turn's preemptions
+    turn_cached = None  # the prefix its first admission in the turn consumed
+    first_start = None  # the start of the iteration that sampled the first token
+    last_start = None  # the start of the iteration that committed its last token
+    trace_no = None  # the trace session it replays
 
     def __init__(self, sess, A: dict, kind: int, serial: int) -> None:
         self.sess = sess if sess is not None else self
@@ -150,6 +160,7 @@ class Engine:
         self.arrivals_open = True
         self.interrupted = False
         self.notes: list[str] = []
+        self.turn_log: dict | None = None  # (session, turn) -> what an engine did (serq.sim.oracle_run)
         build(self)
 
     # ================================================================ the loop
@@ -262,9 +273,31 @@ class Engine:
 
     def _start_iterations(self) -> bool:
         """The step-stage hook: once the instant has settled and no other event is pending at it,
-        every idle step stage with residents or a waiting queue it serves starts an iteration
-        (scheduling its end). Step stages are refused by `build` for now, so there are none."""
-        return False
+        every idle step stage with residents or a waiting queue it serves plans an iteration
+        (serq.sim.steps), in declaration order, each at most once per call; what an iteration's
+        admissions made ready settles at once. True when something was tried."""
+        tried = None
+        acted = False
+        heap = self.heap
+        while True:
+            again = False
+            for st in self.step_stages:
+                if st.busy or not st.has_work():
+                    continue
+                if tried is None:
+                    tried = set()
+                elif id(st) in tried:
+                    continue
+                tried.add(id(st))
+                acted = True
+                again = True
+                st.start()
+                if self.ready or self.waiting:
+                    self.settle()
+                if heap and heap[0][0] == self.now:
+                    return True
+            if not again:
+                return acted
 
     def end_of_instant(self) -> None:
         """The instant's events are done and settled: refresh state-reading ps capacities, start
@@ -526,12 +559,55 @@ class Engine:
         S.in_turn = True
         S.first_token = None
         S.out_tokens = 0
+        S.ndec = 0
+        S.ttft_rec = False
+        S.turn_pre = 0
+        S.turn_cached = None
+        S.first_start = None
+        S.last_start = None
+
+    def prefill_token(self, S: Thread, t0: float, t1: float) -> None:
+        """A prefill that completed at t1 (its iteration started at t0) sampled a token: the turn's
+        first, unless a resumed prefill after a preemption samples it past the first (or a decode
+        token came before); the prefill that ended last before the first decode token is the first."""
+        if S.first_token is None or (S.ndec == 0 and not S.turn_pre):
+            S.first_token = t1
+            S.first_start = t0
+        else:
+            S.out_tokens += 1
+        S.last_start = t0
+
+    def decode_token(self, S: Thread, t0: float, t1: float) -> None:
+        if S.first_token is None:
+            S.first_token = t1
+            S.first_start = t0
+        else:
+            S.out_tokens += 1
+        if S.ndec == 0:
+            self.record_ttft(S)
+        S.ndec += 1
+        S.last_start = t0
+
+    def record_ttft(self, S: Thread) -> None:
+        if S.ttft_rec or S.first_token is None or not S.in_turn:
+            return
+        S.ttft_rec = True
+        self.client_ttft.record(S.first_token - S.t0, self.now, S, self.warmup)
 
     def answer(self, S: Thread) -> None:
         if not S.in_turn:
             return
-        S.in_turn = False
         now = self.now
+        if S.first_token is not None:
+            if not S.ttft_rec:
+                self.record_ttft(S)
+            if S.out_tokens:
+                self.client_tpot.record((now - S.first_token) / S.out_tokens, now, S, self.warmup)
+        if self.turn_log is not None:
+            key = (S.trace_no if S.trace_no is not None else S.serial, S.turns - 1)
+            self.turn_log[key] = (S.first_start, S.last_start, S.turn_pre,
+                                  S.turn_cached if S.turn_cached is not None else 0.0, S.first_token, now)
+        S.in_turn = False
         self.turns_answered += 1
         if now >= self.warmup:
             self.resp_values.append(now - S.t0)
@@ -629,16 +705,17 @@ class Engine:
             m.queue.append(F)
         if len(m.queue) > m.max_queue:
             m.max_queue = len(m.queue)
-        self.waiting.add(m)
+        if m.via is None:
+            self.waiting.add(m)
 
     def retry_pools(self) -> bool:
         progress = False
         for m in sorted(self.waiting, key=_order):
             if m.growers and self.retry_growers(m):
                 progress = True
-            if m.queue and self.retry_queue(m):
+            if m.queue and m.via is None and self.retry_queue(m):
                 progress = True
-            if not m.queue and not m.growers:
+            if (not m.queue or m.via is not None) and not m.growers:
                 self.waiting.discard(m)
         return progress
 
@@ -711,8 +788,7 @@ class Engine:
                 if e is not None:
                     limit = e.units if rho is None else min(e.units, rho)
                     consumed = m.down(min(limit, ur))
-                    if consumed > 0.0:
-                        m.consume(e, consumed)
+                    m.consume(e, consumed)
                 if cached_attr is None:
                     cached_attr = consumed
             a = Alloc(F, m, u, ur, rr, consumed, next(self.adm_seq))
@@ -722,6 +798,11 @@ class Engine:
             m.admissions += 1
             m.wait_sum += now - F.joined
         A["cached"] = cached_attr if cached_attr is not None else 0.0
+        T.adm_no = F.allocs[0].adm
+        if cached_attr is not None:
+            S = T.sess
+            if S.turn_cached is None and S.in_turn:
+                S.turn_cached = cached_attr
         F.admitted = True
         if F.preempted:
             F.preempted = False
@@ -780,7 +861,7 @@ class Engine:
         keep = m.down(min(keep, a.units))
         if keep > 0.0:
             m.add_entry(serial, keep, attrs)
-        if m.queue or m.growers:
+        if m.growers or (m.queue and m.via is None):
             self.waiting.add(m)
 
     def release_alloc(self, T: Thread, F: Frame, i: int) -> None:
@@ -922,6 +1003,10 @@ class Engine:
         return progress
 
     def choose_victim(self, m: PoolMember) -> Alloc:
+        if m.mem_stage is not None:
+            a = m.mem_stage.victim(m)
+            if a is not None:
+                return a
         keys = m.preempt_keys
         best = None
         bk = None
@@ -943,6 +1028,7 @@ class Engine:
         V = G.thread
         S = V.sess
         m.preemptions += 1
+        S.turn_pre += 1
         pos = a.pos
         if G.last_pos is not None and pos <= G.last_pos and not S.stuck:
             S.stuck = True
@@ -980,11 +1066,16 @@ class Engine:
                 m.queue.remove(F)
             return
         spec = F.spec
+        ell = None
         for i, a in enumerate(F.allocs):
             if a is None:
                 continue
             F.allocs[i] = None
-            keep = a.pos if (spec.cache is not None and a.member.name in spec.cache_pools) else 0.0
+            keep = 0.0
+            if spec.cache is not None and a.member.name in spec.cache_pools:
+                if ell is None:
+                    ell = self._cache_value(spec, T, T.A)
+                keep = min(ell, a.pos)
             self.give_back(a, keep, T.sess.serial, T.A)
         F.admitted = False
 

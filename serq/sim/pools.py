@@ -126,6 +126,9 @@ class PoolMember:
         self.preempt_keys = None  # function (E, T, A, decoding, position, admission) -> tuple
         self.evict_keys = None  # function (E, A) -> tuple
         self.spill = None  # (tier resolver, stage resolver, cost fn, when fn)
+        self.via = None  # the step stage member that admits its queue in iterations
+        self.mem_stage = None  # the step stage member it is the memory of (preemption victims: its residents)
+        self.lifo = False  # `preempt lifo`: the victim is the candidate admitted last
         self.used = 0.0
         self.reserved_out = 0.0
         self.holders: dict[int, Alloc] = {}

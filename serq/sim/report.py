@@ -96,10 +96,14 @@ def make_report(E) -> dict:
 
 
 def _pool_end(E, m) -> dict:
-    growing = len(m.growers)
+    # holds waiting to grow: the pool's growers, and an engine's residents whose growth did not fit
+    growers = list(m.growers)
+    for st in E.step_stages:
+        growers.extend(J.T for J in st.res if J.stall is m)
+    growing = len(growers)
     stalled = False
     if growing:
-        waiting = {id(T) for T in m.growers}
+        waiting = {id(T) for T in growers}
         holders = [a.frame.thread for a in m.holders.values() if not a.lease]
         stalled = bool(holders) and all(id(T) in waiting for T in holders)
     over = []
@@ -127,15 +131,13 @@ def _pool_end(E, m) -> dict:
 
 def _claim(E, cs) -> dict:
     out = {"name": cs.name, "form": cs.form}
-    if cs.form != "at_end":
-        out["result"] = "not checked"
-        out["why"] = "a claim over iterations reads a step stage's iterations, which this interpreter does not run"
-        return out
     if cs.out_of_scope is not None:
         out["result"] = "out of scope"
         out["session"] = cs.out_of_scope
         out["why"] = f"session {cs.out_of_scope} does not satisfy its given"
         return out
+    if cs.form != "at_end":
+        return _iteration_claim(E, cs, out)
     if E.live:
         out["result"] = "not evaluated"
         out["why"] = f"{E.live} session(s) still live at the end (--arrivals N drains them)"
@@ -151,6 +153,30 @@ def _claim(E, cs) -> dict:
         out["why"] = getattr(e, "message", str(e))
         return out
     out["result"] = "holds" if v != 0.0 else "fails"
+    return out
+
+
+def _iteration_claim(E, cs, out: dict) -> dict:
+    """every iteration: holds, or fails at its first failing iteration; some iteration: witnessed at
+    the first that satisfies it, or not witnessed (an interrupted run did not finish the path)."""
+    label = cs.member.label
+    if cs.settled is not None:
+        t, k = cs.settled
+        out["result"] = "fails" if cs.form == "every_iteration" else "witnessed"
+        out["time"] = t
+        out["iteration"] = k
+        out["why"] = f"at time {_fmt(t)}, iteration {k} of {label}"
+        return out
+    if E.stop_reason == "interrupted":
+        out["result"] = "not evaluated"
+        out["why"] = "the run was interrupted"
+        return out
+    n = cs.member.n_iter
+    if cs.form == "every_iteration":
+        out["result"] = "holds"
+    else:
+        out["result"] = "not witnessed"
+        out["why"] = f"in none of the {n} iterations of {label}"
     return out
 
 
@@ -170,6 +196,10 @@ def _notes(E, rep) -> list[str]:
         for o in p["over"]:
             notes.append(f"over: pool {o['pool']}'s queue head (session {o['session']}) asks {_fmt(o['asks'])} "
                          f"of a cap of {_fmt(o['cap'])}")
+    for st in E.step_stages:
+        if not st.busy and st.has_work():
+            notes.append(f"idle: engine {st.label} ends the run with {len(st.res)} resident(s) and "
+                         f"{int(st.nwait())} waiting hold(s) it schedules nothing for")
     if E.stop_reason == "interrupted":
         notes.append(f"interrupted at time {_fmt(E.end)}: the report covers what was measured until then")
     return notes
@@ -265,7 +295,8 @@ def render_text(rep: dict, console) -> None:
         for c in ("name", "form", "result", "why"):
             t.add_column(c)
         for c in rep["claims"]:
-            color = {"holds": "green", "fails": "red"}.get(c["result"], "yellow")
+            color = {"holds": "green", "witnessed": "green", "fails": "red", "not witnessed": "red"}.get(
+                c["result"], "yellow")
             t.add_row(escape(c["name"]), c["form"].replace("_", " "), f"[{color}]{c['result']}[/{color}]",
                       escape(c.get("why", "")))
         console.print(t)

@@ -59,7 +59,10 @@ class TraceReplay:
     def assign(self, E, S) -> None:
         n = len(self.sessions)
         i = self.pending.pop() if self.pending else S.serial % n
-        S.trace = self.sessions[i] if self.ordered else self.sessions[self.stream.below(n)]
+        if not self.ordered:
+            i = self.stream.below(n)
+        S.trace = self.sessions[i]
+        S.trace_no = i
         S.trace_pos = 0
 
     def turn(self, E, T) -> None:
