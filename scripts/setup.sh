@@ -7,4 +7,4 @@ cd "$(dirname "$0")/.."
 python3 -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 python3 scripts/install_lean.py
 serq lean build
-serq ir examples/single-turn/mg1.sq
+serq run examples/single-turn/mg1.sq --arrivals 20000 --seed 1
