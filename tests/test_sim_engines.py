@@ -39,3 +39,142 @@ def test_vllm_multi_turn_example_runs_with_its_claims():
     assert st["service"] == "step" and st["iterations"] > 1000 and st["tokens"] > 0
     assert rep["client"]["ttft"]["count"] > 0 and rep["client"]["tpot"]["count"] > 0
     assert rep["client"]["ttft"]["min"] > 0
+
+
+# ------------------------------------------------------------------ hand-computed iterations
+def engine_program(schedule: str, *, kv: str = "kv cap 1000;", pool: str = "block 1; evict lru; preempt lifo;",
+                   tokens: int = 8, extra: str = "", request: str | None = None) -> str:
+    """One engine on the step clock (`execute (1)`), its requests from an ordered trace (t.csv)."""
+    request = request or """request (prompt, o) {
+      prefill (prompt) growing kv;
+      decode (o - 1) growing kv;
+    }"""
+    return f"""def in_phase() {{ running.decoding > 0 ? decoding : !decoding }}
+fn main() {{
+  device gpu {{ {kv} }}
+  engine llm on gpu {{
+    reqs cap 4;
+    tokens cap {tokens};
+    {extra}
+    {request}
+    schedule {{ {schedule} }}
+    execute (1);
+  }}
+  pool kv on gpu {{ {pool} }}
+  pool reqs on llm {{ queue fifo; }}
+  workload {{ trace "t.csv" ordered; hidden out; }}
+  server {{ set prompt = new; llm (prompt, out); }}
+}}
+"""
+
+
+def run_engine(tmp_path: Path, text: str, requests: list[tuple[int, int, int]]):
+    """Requests (arrive, prompt, out), one session each: the run (turns by session, records)."""
+    from serq.link import link_file
+    from serq.sim.oracle_run import run_program
+    rows = "".join(f"{i},{a},{p},{o},0,0\n" for i, (a, p, o) in enumerate(requests))
+    (tmp_path / "t.csv").write_text("session,arrive,new,out,think,forced\n" + rows)
+    (tmp_path / "p.sq").write_text(text)
+    return run_program(link_file(tmp_path / "p.sq"), tmp_path)
+
+
+def steps(run) -> dict[int, tuple[int, int, int]]:
+    """Session -> (first-token step, last-token step, preemptions)."""
+    return {s: (int(o.first), int(o.last), o.preemptions) for (s, _), o in sorted(run.turns.items())}
+
+
+TAKING = "taking reqs (1), kv (prompt)"
+
+
+def test_vllm_schedule_baseline(tmp_path):
+    # A (10 tokens, 3 out) at 0, B (4, 2) at 1, tokens cap 8.
+    # 0: A 8 | 1: A 2 (samples), B 4 (samples) | 2: A, B decode (B done) | 3: A decodes (done)
+    run = run_engine(tmp_path, engine_program(f"advance running; admit waiting while (running.preempted == 0) {TAKING};"),
+                     [(0, 10, 3), (1, 4, 2)])
+    assert steps(run) == {0: (1, 3, 0), 1: (1, 2, 0)}
+    assert [int(r.tokens) for r in run.records] == [8, 6, 2, 1]
+
+
+def test_exclusive_prefill(tmp_path):
+    # 0: A 8 (alone) | 1: A's running prefill takes precedence: A 2 alone, B waits |
+    # 2: A's tentative decode is displaced by B's prefill (4, the full budget) |
+    # 3: A, B decode (B done) | 4: A decodes (done)
+    run = run_engine(tmp_path, engine_program(f"exclusive prefill; admit waiting while (running.preempted == 0) {TAKING};"),
+                     [(0, 10, 3), (1, 4, 2)])
+    assert steps(run) == {0: (1, 4, 0), 1: (2, 3, 0)}
+    recs = [(int(r.start), int(r.tokens), int(r.prefilled), int(r.decoders), int(r.residents)) for r in run.records]
+    assert recs == [(0, 8, 8, 0, 1), (1, 2, 2, 0, 1), (2, 4, 4, 0, 2), (3, 2, 0, 2, 2), (4, 1, 0, 1, 1)]
+
+
+def test_only_in_phase_faster_transformer(tmp_path):
+    # in_phase(): decodes only while one decodes, else prefills. A (10, 3) at 0, B (4, 2) at 1, C (3, 2) at 3.
+    # 0: A 8 | 1: A 2, B 4 (both prefill; both sample) | 2: A, B decode (B done) |
+    # 3: A decodes (done); C is admitted but excluded (a decode runs): it waits unserved |
+    # 4: C 3 (samples) | 5: C decodes (done)
+    run = run_engine(tmp_path, engine_program(
+        f"advance running only (in_phase()); admit waiting only (in_phase()) while (running.preempted == 0) {TAKING};"),
+        [(0, 10, 3), (1, 4, 2), (3, 3, 2)])
+    assert steps(run) == {0: (1, 3, 0), 1: (1, 2, 0), 2: (4, 5, 0)}
+    recs = [(int(r.start), int(r.tokens), int(r.residents), int(r.demand)) for r in run.records]
+    # demand: what the residents could take before the iteration's tokens. At 3 the batch is A's
+    # decode alone; C is a resident whose prefill (3) counts
+    assert recs == [(0, 8, 1, 10), (1, 6, 2, 6), (2, 2, 2, 2), (3, 1, 2, 4), (4, 3, 1, 3), (5, 1, 1, 1)]
+
+
+def test_advance_running_by_remaining(tmp_path):
+    # each at most (4), tokens cap 6; A (12, 2) and B (5, 2) at 0.
+    # 0: A 4, B 2 | 1: by remaining B (3) first: B 3 (samples), A 3 | 2: B decode 1 (done), A 4 |
+    # 3: A 1 (samples) | 4: A decodes (done)
+    text = engine_program(f"advance running by (remaining) each at most (4); "
+                          f"admit waiting while (running.preempted == 0) each at most (4) {TAKING};", tokens=6)
+    run = run_engine(tmp_path, text, [(0, 12, 2), (0, 5, 2)])
+    assert steps(run) == {0: (3, 4, 0), 1: (1, 2, 0)}
+    assert [int(r.tokens) for r in run.records] == [6, 6, 5, 1, 1]
+    # in admission order instead: 1: A 4, B 2 | 2: A 4 (samples), B 1 (samples) | 3: both decode
+    text = engine_program(f"advance running each at most (4); "
+                          f"admit waiting while (running.preempted == 0) each at most (4) {TAKING};", tokens=6)
+    assert steps(run_engine(tmp_path, text, [(0, 12, 2), (0, 5, 2)])) == {0: (2, 3, 0), 1: (2, 3, 0)}
+
+
+def test_granule(tmp_path):
+    # granule 4, tokens cap 10; A (13, 2) and B (6, 2) at 0.
+    # 0: A min(13, 10) = 10, short of 13: 8; B admitted, min(6, 2) = 2 short of 6: 0, passed over |
+    # 1: A 5 (its remainder: samples), B min(6, 5) = 5: 4 | 2: A decodes (done), B 2 (samples) | 3: B decodes
+    text = engine_program(f"advance running; admit waiting while (running.preempted == 0) {TAKING};",
+                          tokens=10, extra="granule 4;")
+    run = run_engine(tmp_path, text, [(0, 13, 2), (0, 6, 2)])
+    assert steps(run) == {0: (1, 2, 0), 1: (2, 3, 0)}
+    recs = [(int(r.tokens), int(r.residents)) for r in run.records]
+    assert recs == [(8, 2), (9, 2), (3, 2), (1, 1)]
+
+
+SGLANG = "block {bs}; evict lru; preempt by (1 - decoding, position - prompt, -prompt) requeue tail;"
+
+
+def test_sglang_retraction_takes_the_longest_prompt_among_the_fewest_outputs(tmp_path):
+    # kv 16 tokens (block 1); A (4, 3), B (6, 4), C (3, 3) at 0, served in that order.
+    # 0: A 4, B 6, C 3 (all sample; 13 used) | 1: all decode (16 used) |
+    # 2: A grows to 6: 17 > 16. Candidates all decoding with one output each: the longest prompt, B,
+    #    is the victim (lifo would take C); A and C decode and finish | 3: B again: 6 (samples) |
+    # 4, 5, 6: B decodes its 3 tokens (a program that does not read `computed` restarts)
+    text = engine_program(f"advance running; admit waiting while (running.preempted == 0) {TAKING};",
+                          kv="kv cap 16;", pool=SGLANG.format(bs=1), tokens=100)
+    run = run_engine(tmp_path, text, [(0, 4, 3), (0, 6, 4), (0, 3, 3)])
+    assert steps(run) == {0: (0, 2, 0), 1: (0, 6, 1), 2: (0, 2, 0)}
+    lifo = engine_program(f"advance running; admit waiting while (running.preempted == 0) {TAKING};",
+                          kv="kv cap 16;", pool="block 1; evict lru; preempt lifo;", tokens=100)
+    assert steps(run_engine(tmp_path, lifo, [(0, 4, 3), (0, 6, 4), (0, 3, 3)]))[2][2] == 1
+
+
+def test_a_victim_already_served_returns_its_tokens(tmp_path):
+    # kv 12 tokens in blocks of 2; A (8, 4) and B (2, 4) at 0.
+    # 0: A 8, B 2 (10 used) | 1: A grows to 10 (12 used) and decodes; B needs a block more: the
+    #    victim is A (the longest prompt), already served: its token returns, B decodes alone |
+    # 2: B decodes; A again: 8 (fits: 12) | 3: B needs a block: victim A (fewest outputs: 0 < 2),
+    #    not yet served; B decodes (done) | 4: A 8 | 5, 6, 7: A decodes
+    text = engine_program(f"advance running; admit waiting while (running.preempted == 0) {TAKING};",
+                          kv="kv cap 12;", pool=SGLANG.format(bs=2), tokens=100)
+    run = run_engine(tmp_path, text, [(0, 8, 4), (0, 2, 4)])
+    assert steps(run) == {0: (0, 7, 2), 1: (0, 3, 0)}
+    recs = [(int(r.start), int(r.tokens), r.preempted) for r in run.records]
+    assert recs == [(0, 10, 0), (1, 1, 1), (2, 9, 0), (3, 1, 1), (4, 8, 0), (5, 1, 0), (6, 1, 0), (7, 1, 0)]
