@@ -276,9 +276,18 @@ class Engine:
         every idle step stage with residents or a waiting queue it serves plans an iteration
         (serq.sim.steps), in declaration order, each at most once per call; what an iteration's
         admissions made ready settles at once. True when something was tried."""
+        heap = self.heap
+        steps = self.step_stages
+        if len(steps) == 1:  # one engine: no other stage to try again
+            st = steps[0]
+            if st.busy or not st.has_work():
+                return False
+            st.start()
+            if self.ready or self.waiting:
+                self.settle()
+            return True
         tried = None
         acted = False
-        heap = self.heap
         while True:
             again = False
             for st in self.step_stages:

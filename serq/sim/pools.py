@@ -281,17 +281,20 @@ class PoolMember:
         if self.evict_by:
             keys = self.evict_keys
             order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs), e.seq))
-        else:
-            order = list(self.entries.values())
+        else:  # release order: the entries' own (a dict keeps it); taken one at a time, oldest first
+            order = _oldest_first(self.entries)
         for e in order:
             if self.used + self.cached <= self.cap:
                 break
-            taken = 0.0
-            while e.units > 0.0 and self.used + self.cached > self.cap:
-                amount = min(self.bs, e.units) if self.block is not None else e.units
-                e.units -= amount
-                self.cached -= amount
-                taken += amount
+            # block by block from the entry's tail until the allocations and the cache fit (an entry
+            # without blocks goes whole): min(units, the whole blocks covering the excess)
+            over = self.used + self.cached - self.cap
+            if self.block is not None:
+                taken = min(e.units, math.ceil(over / self.bs) * self.bs)
+            else:
+                taken = e.units
+            e.units -= taken
+            self.cached -= taken
             self.evicted_units += taken
             if self.spill is not None and taken > 0.0:
                 E.spill(self, e, taken)  # what left this entry, written to the tier at once
@@ -327,6 +330,13 @@ class PoolMember:
             "spills": self.spills,
             "leases_expired": self.leases_expired,
         }
+
+
+def _oldest_first(entries: dict):
+    """The entries in release order, without copying them: the loop that takes this stops (or
+    deletes the entry it was given) before asking for the next."""
+    while entries:
+        yield next(iter(entries.values()))
 
 
 def _div(a: float, b: float):

@@ -304,32 +304,41 @@ class StepStage(StageMember):
         saved = dict(self.regs) if spec.sets else None
         self.batch = []
         self.b_tok = self.b_pre = self.b_dec = self.b_kvd = self.b_kvp = self.b_att = 0.0
-        self.n_pre = 0
-        self.n_adm = 0
-        self.stop_serve = False
-        self.stop_admit = False
+        self.n_pre = self.n_adm = 0
+        self.stop_serve = self.stop_admit = False
         self.t_start = now
         self.planning = True
         try:
             try:
-                b = spec.budget if spec.budget.__class__ is float else spec.budget(E, self)
-                if not b >= 0.0:
-                    check_amount(b, f"the tokens cap of `{self.label}`")
+                b = spec.budget
+                if b.__class__ is not float:
+                    b = b(E, self)
+                    if not b >= 0.0:
+                        check_amount(b, f"the tokens cap of `{self.label}`")
                 self.budget = self.budget0 = b
-                c = spec.chunk if spec.chunk.__class__ is float else spec.chunk(E, self)
+                c = spec.chunk
+                if c.__class__ is not float:
+                    c = c(E, self)
                 self.chunk = c if 0.0 < c < math.inf else 0.0
                 g = spec.granule
-                if g is not None and g.__class__ is not float:
-                    g = g(E, self)
-                self.granule = g if g is not None and 0.0 < g < math.inf else 0.0
+                if g is not None:
+                    if g.__class__ is not float:
+                        g = g(E, self)
+                    self.granule = g if 0.0 < g < math.inf else 0.0
             except (RunError, DrawError) as e:
                 raise E.located(e, None, self.loc) from None
-            if spec.exclusive:
+            if spec.body is None and not spec.exclusive:
+                if spec.keys is None:
+                    self._serve_in_order()
+                else:
+                    self.serve(None)
+                if self.n_pre == 0 and self.budget > 0.0:
+                    for m in self.admits:
+                        if m.queue:
+                            self.admit(None, None)
+                            break
+            elif spec.exclusive:
                 self.plan_exclusive()
-            elif spec.body is None:
-                self.serve(None)
-                if self.n_pre == 0:
-                    self.admit(None, None)
             else:
                 self.run_body(spec.body)
         finally:
@@ -409,6 +418,9 @@ class StepStage(StageMember):
             return
         spec = self.spec
         keys = spec.keys
+        if keys is None and only is None:
+            self._serve_in_order()
+            return
         if keys is None or not spec.keys_dynamic:
             if keys is None:
                 order = self.res[:]
@@ -434,6 +446,60 @@ class StepStage(StageMember):
             if only is not None and not self._only(only, J):
                 continue
             self.serve_one(J)
+
+    def _serve_in_order(self) -> None:
+        """`advance running` in admission order with no `only`: serve_one, with a decode written out
+        (the hot path: one token, a growth only when it crosses its allocation). The decodes' sums
+        are kept in locals and added to the batch's before anything else reads them."""
+        budget = self.budget
+        append = self.batch.append
+        n = 0.0
+        kvd = 0.0
+        for J in self.res[:]:
+            if J.sched > 0.0 or J.gone:
+                continue
+            if J.dec and budget >= 1.0 and J.rem > 0.0:
+                a = J.alloc
+                pos = 0.0
+                if a is not None:
+                    pos = a.pos
+                    t = pos + 1.0
+                    if t > a.units:
+                        self.budget = budget
+                        self.b_tok += n
+                        self.b_dec += n
+                        self.b_kvd += kvd
+                        self.b_att += kvd + n
+                        n = kvd = 0.0
+                        m = a.member
+                        ok = self.grow(J, a, m, t, m.up(t))
+                        budget = self.budget
+                        if not ok:
+                            if self.stop_serve:
+                                return
+                            continue
+                    a.req = t
+                J.sched = 1.0
+                budget -= 1.0
+                append(J)
+                n += 1.0
+                kvd += pos
+                continue
+            self.budget = budget
+            self.b_tok += n
+            self.b_dec += n
+            self.b_kvd += kvd
+            self.b_att += kvd + n
+            n = kvd = 0.0
+            if budget <= 0.0 or self.stop_serve:
+                return
+            self.serve_one(J)
+            budget = self.budget
+        self.budget = budget
+        self.b_tok += n
+        self.b_dec += n
+        self.b_kvd += kvd
+        self.b_att += kvd + n
 
     def _sorted(self, jobs: list) -> list:
         E = self.E
@@ -513,6 +579,7 @@ class StepStage(StageMember):
             if m.fits_growth(a, new_units):
                 m.resize(a, new_units)
                 m.make_room()
+                J.stall = None
                 return True
             if J.stall is not m:
                 m.grow_waits += 1
@@ -641,7 +708,13 @@ class StepStage(StageMember):
                 a.pos += n
                 a.advanced = True
             if J.dec:
-                E.decode_token(J.T.sess, t0, now)
+                S = J.T.sess
+                if S.ndec and S.first_token is not None:  # E.decode_token, the common case written out
+                    S.out_tokens += 1
+                    S.ndec += 1
+                    S.last_start = t0
+                else:
+                    E.decode_token(S, t0, now)
             elif rem <= 0.0:
                 E.prefill_token(J.T.sess, t0, now)
             if rem <= 0.0:
