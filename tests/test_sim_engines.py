@@ -178,3 +178,130 @@ def test_a_victim_already_served_returns_its_tokens(tmp_path):
     assert steps(run) == {0: (0, 7, 2), 1: (0, 3, 0)}
     recs = [(int(r.start), int(r.tokens), r.preempted) for r in run.records]
     assert recs == [(0, 10, 0), (1, 1, 1), (2, 9, 0), (3, 1, 1), (4, 8, 0), (5, 1, 0), (6, 1, 0), (7, 1, 0)]
+
+
+VLLM = f"advance running; admit waiting while (running.preempted == 0) {TAKING};"
+
+
+def test_the_iteration_that_only_preempted_and_a_stuck_session(tmp_path):
+    # kv 8 tokens (block 1), A (6, 4) alone: its position reaches 8 after 0: 6 | 1: 7 | 2: 8;
+    # at 3 it needs a 9th: it preempts itself, and that scheduler step only preempted (no token,
+    # execute's time). It restarts from its prompt (this request does not read `computed`) and is
+    # preempted again at the same position: stuck, for ever (the horizon ends it).
+    text = engine_program(VLLM, kv="kv cap 8;")
+    (tmp_path / "t.csv").write_text("session,arrive,new,out,think,forced\n0,0,6,4,0,0\n")
+    (tmp_path / "p.sq").write_text(text)
+    from serq.link import link_file
+    from serq.sim.oracle_run import run_program
+    run = run_program(link_file(tmp_path / "p.sq"), tmp_path, horizon=20)
+    recs = [(int(r.start), int(r.tokens), r.preempted, r.admitted) for r in run.records[:6]]
+    assert recs == [(0, 6, 0, 1), (1, 1, 0, 0), (2, 1, 0, 0), (3, 0, 1, 0), (4, 6, 0, 1), (5, 1, 0, 0)]
+    rep = run.report
+    assert rep["sessions"]["stuck"] == 1 and rep["pools"][0]["stuck"] == 1
+    assert rep["pools"][0]["preemptions"] >= 4 and not run.turns
+    assert any("stuck" in n for n in rep["notes"])
+
+
+def test_zero_cost_iteration_with_tokens_is_an_error(tmp_path):
+    from serq.errors import SerqError
+    text = engine_program(VLLM).replace("execute (1);", "execute (0);")
+    with pytest.raises(SerqError) as info:
+        run_engine(tmp_path, text, [(0, 4, 2)])
+    assert "lasts a positive time" in info.value.message and info.value.kind == "run"
+    assert info.value.span is not None and info.value.span.file.endswith("p.sq")
+
+
+def test_growth_that_waits_under_preempt_none_and_an_idle_engine(tmp_path):
+    # kv 10 tokens (block 1), no preemption: A (4, 5) and B (4, 5) at 0. 0: A 4, B 4 (8 used) |
+    # 1: both grow (10) | 2: neither can grow: nothing is scheduled, and nothing else will happen.
+    text = engine_program(VLLM, kv="kv cap 10;", pool="block 1; evict lru;")
+    run = run_engine(tmp_path, text, [(0, 4, 5), (0, 4, 5)])
+    rep = run.report
+    assert [int(r.tokens) for r in run.records] == [8, 2]
+    kv = next(p for p in rep["pools"] if p["name"] == "kv")
+    assert kv["growing_at_end"] == 2 and kv["growing_stalled"] is True
+    st = next(s for s in rep["stages"] if s["name"] == "llm")
+    assert st["idle_at_end"] is True and st["residents_at_end"] == 2
+    assert any(n.startswith("idle: engine llm") for n in rep["notes"])
+    assert rep["stopped"] == "idle" and rep["sessions"]["live"] == 2
+
+
+def test_claims_over_iterations(tmp_path):
+    text = engine_program(VLLM).replace(
+        "  workload {",
+        "  claim small: every iteration of llm (tokens <= 6);\n"
+        "  claim full: some iteration of llm (tokens == 8);\n"
+        "  claim never: some iteration of llm (tokens > 8);\n"
+        "  claim balance: every iteration of llm (demand >= tokens && served + tokens <= 17 && arrived >= 1);\n"
+        "  workload {")
+    run = run_engine(tmp_path, text, [(0, 10, 3), (1, 4, 2)])  # tokens 8, 6, 2, 1 (the baseline)
+    claims = {c["name"]: c for c in run.report["claims"]}
+    assert claims["small"]["result"] == "fails" and (claims["small"]["time"], claims["small"]["iteration"]) == (0, 0)
+    assert claims["full"]["result"] == "witnessed" and claims["full"]["iteration"] == 0
+    assert claims["never"]["result"] == "not witnessed"
+    assert claims["balance"]["result"] == "holds"
+
+
+def test_registers_branch_and_set(tmp_path):
+    # a register counts the iterations: even ones serve prefills first, odd ones decodes first.
+    # A (3, 4) at 0, B (10, 2) at 1, tokens cap 4.
+    # k=0: A 3 (samples) | k=1: decodes first: A 1; B admitted: 3 | k=2: prefills first: B 4, no budget
+    # for A | k=3: A 1, B 3 (samples) | k=4: A 1 (done), B 1 (done)
+    schedule = ("branch (k - 2 * floor(k / 2) == 0) { advance running only (!decoding); advance running; } "
+                "else { advance running only (decoding); advance running; } "
+                f"admit waiting while (running.preempted == 0) {TAKING}; set k = k + 1;")
+    text = engine_program(schedule, extra="state k = 0;", tokens=4).replace(
+        "  workload {", "  gauge iterations = llm.k;\n  workload {")
+    run = run_engine(tmp_path, text, [(0, 3, 4), (1, 10, 2)])
+    assert steps(run) == {0: (0, 4, 0), 1: (3, 4, 0)}
+    assert [int(r.tokens) for r in run.records] == [3, 4, 4, 4, 2]
+    assert run.report["gauges"]["iterations"]["max"] == 5
+    # vLLM's schedule serves in admission order: A's decodes never wait, B gets 3, 3, 3, 1
+    assert steps(run_engine(tmp_path, engine_program(VLLM, tokens=4), [(0, 3, 4), (1, 10, 2)])) == \
+        {0: (0, 3, 0), 1: (4, 5, 0)}
+
+
+def test_a_try_that_does_nothing_undoes_its_sets_and_waits_for_an_event(tmp_path):
+    # odd iterations serve decodes only: at k=1 A is still prefilling, so the try schedules nothing;
+    # its set is undone and the engine waits for an event, which never comes: it ends idle.
+    schedule = ("branch (k - 2 * floor(k / 2) == 1) { advance running only (decoding); } "
+                f"else {{ advance running; admit waiting while (running.preempted == 0) {TAKING}; }} set k = k + 1;")
+    text = engine_program(schedule, extra="state k = 0;").replace(
+        "  workload {", "  gauge iterations = llm.k;\n  workload {")
+    run = run_engine(tmp_path, text, [(0, 10, 3)])
+    rep = run.report
+    assert [int(r.tokens) for r in run.records] == [8]
+    assert rep["gauges"]["iterations"]["max"] == 1 and rep["stopped"] == "idle"
+    assert any(n.startswith("idle: engine llm") for n in rep["notes"])
+
+
+@pytest.mark.parametrize("path", [p for p in SCENARIOS if p.stem in ("f_preempt", "f2_mixed", "cache_20261130_004",
+                                                                      "rand_20261129_0007")],
+                         ids=lambda p: p.stem)
+def test_what_the_client_sees(path: Path):
+    # ttft: the first token's iteration's end less the turn's start; tpot: the answer less the first
+    # token over the output tokens after the first (the resumed prefill's sample after a preemption
+    # and the decode tokens), so (last - first) / (out - 1) on the step clock
+    sc = load_scenario(path)
+    run = run_scenario(sc)
+    ttft, tpot = [], []
+    for (s, k), e in sorted(sc.expected.items()):
+        arrive, turns = sc.sessions[s]
+        start = arrive if k == 0 else sc.expected[(s, k - 1)].last + 1 + turns[k].think
+        o = run.turns[(s, k)]
+        assert (o.ttft, o.answer) == (e.first + 1, e.last + 1)
+        ttft.append(e.first + 1 - start)
+        if turns[k].out > 1:
+            tpot.append((e.last - e.first) / (turns[k].out - 1))
+    client = run.report["client"]
+    assert client["ttft"]["count"] == len(ttft) and client["ttft"]["mean"] == pytest.approx(sum(ttft) / len(ttft))
+    assert client["tpot"]["count"] == len(tpot) and client["tpot"]["mean"] == pytest.approx(sum(tpot) / len(tpot))
+    assert any(e.preemptions for e in sc.expected.values()) or path.stem != "f_preempt"
+
+
+def test_one_request_on_the_step_clock():
+    rep = run_example("oracle/vllm_request.sq")
+    c = rep["client"]
+    # 100 tokens under a budget of 64: 64 | 36 (samples: ends at 2) | 4 decodes: answered at 6
+    assert (c["ttft"]["mean"], c["tpot"]["mean"], c["response"]["mean"]) == (2, 1, 6)
+    assert rep["claims"][0]["result"] == "holds"
