@@ -266,7 +266,11 @@ def growOrPreempt (eng : Engine) : Nat → Nat → Plan → Plan
       | some (rest, victim) =>
         let (cache, seq) := release eng victim.req.sid victim.pos p.relSeq p.cache
         let vreq := { victim.req with computed := victim.pos, pre := victim.req.pre + 1 }
-        let p' := { p with todo := rest, waiting := vreq :: p.waiting, cache := cache, relSeq := seq,
+        -- re-entering its queue, a hold whose reservation (every token it knows) can never fit is
+        -- rejected: its session ends
+        let waiting := if blocksFor eng.blockSize (max vreq.kept (vreq.computed + 1)) > eng.kvBlocks then p.waiting
+                       else vreq :: p.waiting
+        let p' := { p with todo := rest, waiting := waiting, cache := cache, relSeq := seq,
                            preempted := p.preempted + 1 }
         match rest with
         | [] => { p' with selfPreempted := true }

@@ -107,7 +107,9 @@ theorem growOrPreempt_keeps (eng : Engine) : ∀ (fuel need : Nat) (p : Plan),
         | cons x xs =>
           have ih := growOrPreempt_keeps eng fuel need
             { p with todo := x :: xs,
-                     waiting := { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting,
+                     waiting := if blocksFor eng.blockSize (max victim.req.kept (victim.pos + 1)) > eng.kvBlocks
+                       then p.waiting
+                       else { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting,
                      cache := (release eng victim.req.sid victim.pos p.relSeq p.cache).1,
                      relSeq := (release eng victim.req.sid victim.pos p.relSeq p.cache).2,
                      preempted := p.preempted + 1 }
