@@ -305,3 +305,21 @@ def test_one_request_on_the_step_clock():
     # 100 tokens under a budget of 64: 64 | 36 (samples: ends at 2) | 4 decodes: answered at 6
     assert (c["ttft"]["mean"], c["tpot"]["mean"], c["response"]["mean"]) == (2, 1, 6)
     assert rep["claims"][0]["result"] == "holds"
+
+
+def test_serq_oracle_command(tmp_path):
+    import json
+
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    ok = CliRunner().invoke(main, ["oracle", "-q", *map(str, SCENARIOS)], catch_exceptions=False)
+    assert ok.exit_code == 0, ok.output
+    assert ok.output.strip().splitlines()[-1] == "33 of 33 scenario(s) agree; 155 of 155 requests"
+    data = json.loads((ORACLE / "vllm-v1" / "b_chunked.json").read_text())
+    data["output"]["results"]["r1"]["last_token_step"] += 1  # not what vLLM did
+    bad = tmp_path / "b_chunked.json"
+    bad.write_text(json.dumps(data))
+    out = CliRunner().invoke(main, ["oracle", str(bad)], catch_exceptions=False)
+    assert out.exit_code == 1
+    assert "DIFFERS" in out.output and "<- differs" in out.output
