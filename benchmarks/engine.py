@@ -13,8 +13,10 @@ vLLM v1's engine (chunked prefill under a 2048-token budget, LIFO
 preemption, the per-session prefix cache) on the step clock of its `execute`.
 Its claims over iterations are checked at every iteration, as `serq run` does.
 
-Wall-clock time of the simulation alone (compiling the IR to Python
-included, linking the .sq file not). A benchmark, not a test: the figures
+Wall-clock time of the simulation alone (compiling the IR to Python and the
+report included; linking the .sq file and importing the interpreter not), and
+the iterations per CPU second of the process, which another busy process on
+the machine disturbs less. A benchmark, not a test: the figures
 depend on the machine and what else runs on it.
 """
 
@@ -44,6 +46,9 @@ def program(sessions: int):
 
 def bench(sessions: int, horizon: float, seed: int, profile: bool = False) -> dict:
     from serq.sim import simulate
+    import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
+    import serq.sim.engine  # noqa: F401
+    import serq.sim.report  # noqa: F401
     prog = program(sessions)
     gc.collect()
     if profile:

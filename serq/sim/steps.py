@@ -48,10 +48,11 @@ def _adm(J) -> int:
 class Job:
     """A resident's run: its thread, the tokens left, its mode, the hold it grows, its place."""
 
-    __slots__ = ("T", "rem", "dec", "alloc", "adm", "sched", "gone", "stall", "t0")
+    __slots__ = ("T", "S", "rem", "dec", "alloc", "adm", "sched", "gone", "stall", "t0")
 
     def __init__(self, T, rem: float, dec: bool, alloc, adm: int, t0: float) -> None:
         self.T = T
+        self.S = T.sess
         self.rem = rem
         self.dec = dec
         self.alloc = alloc
@@ -708,7 +709,7 @@ class StepStage(StageMember):
                 a.pos += n
                 a.advanced = True
             if J.dec:
-                S = J.T.sess
+                S = J.S
                 if S.ndec and S.first_token is not None:  # E.decode_token, the common case written out
                     S.out_tokens += 1
                     S.ndec += 1
@@ -716,7 +717,7 @@ class StepStage(StageMember):
                 else:
                     E.decode_token(S, t0, now)
             elif rem <= 0.0:
-                E.prefill_token(J.T.sess, t0, now)
+                E.prefill_token(J.S, t0, now)
             if rem <= 0.0:
                 self.finish(J, now)
 
