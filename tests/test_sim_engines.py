@@ -240,6 +240,11 @@ def test_claims_over_iterations(tmp_path):
     assert claims["full"]["result"] == "witnessed" and claims["full"]["iteration"] == 0
     assert claims["never"]["result"] == "not witnessed"
     assert claims["balance"]["result"] == "holds"
+    # a session outside a claim's given puts the claim out of the run's scope
+    scoped = text.replace("  claim small:", "  claim scoped given (serial < 1): every iteration of llm (tokens <= 6);\n"
+                                            "  claim small:")
+    claims = {c["name"]: c for c in run_engine(tmp_path, scoped, [(0, 10, 3), (1, 4, 2)]).report["claims"]}
+    assert claims["scoped"]["result"] == "out of scope" and claims["scoped"]["session"] == 1
 
 
 def test_registers_branch_and_set(tmp_path):
