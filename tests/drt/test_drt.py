@@ -1,0 +1,95 @@
+"""Differential testing: the Python interpreter against the Lean model, on generated programs
+of the fragment and their workloads (Cedar-style: the Lean model is the specification).
+
+`test_interpreter_runs_generated_cases` runs DRT_CASES generated cases (1 000 by default;
+`SERQ_DRT_CASES=5000` for more) through the interpreter; `test_lean_agrees` checks every
+one in Lean, in batches, and on a divergence shrinks it and writes a rerunnable program.
+`test_planted_bug_is_caught` shows the suite catches a requeue at the tail.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, Phase, given, settings
+
+from helpers import REPO
+from serq.leangen.drt import Case, check_in_lean, observe, shrink, write_reproducer
+from strategies import cases
+
+DRT_CASES = int(os.environ.get("SERQ_DRT_CASES", "1000"))
+# The Lean half is not in CI yet: a batch of 50 cases ran out of memory (killed after 15 minutes),
+# and batches small enough to fit are too slow for 1 000 cases (issue 7 stays open on this).
+LEAN_DRT = os.environ.get("SERQ_DRT_LEAN") == "1"
+lean_drt = pytest.mark.skipif(not LEAN_DRT, reason="the Lean half of the differential tests runs with SERQ_DRT_LEAN=1")
+COLLECTED: list[tuple[int, Case, object]] = []
+FAILURES = REPO / "drt-failures"
+
+
+@settings(max_examples=DRT_CASES, deadline=None, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(cases())
+def test_interpreter_runs_generated_cases(case: Case):
+    observed = observe(case)
+    # every answered turn has its first token no later than its last
+    for _, _, first, last, _, _ in observed.outcomes:
+        assert first <= last
+    COLLECTED.append((len(COLLECTED), case, observed))
+
+
+@pytest.mark.lean
+@lean_drt
+def test_lean_agrees():
+    if len(COLLECTED) < DRT_CASES:
+        test_interpreter_runs_generated_cases()
+    assert len(COLLECTED) >= DRT_CASES
+    failures = check_in_lean(COLLECTED)
+    if failures:
+        first = min(failures, key=lambda f: f.case.size())
+        small = shrink(first.case, _interpreter_for_shrink)
+        folder = write_reproducer(small, FAILURES / f"case{first.case_id}")
+        pytest.fail(f"{len(failures)} of {len(COLLECTED)} cases diverge; the smallest found is in {folder} "
+                    f"(serq run {folder}/vllm_request.sq --instance {folder}/instance.json); Lean said: "
+                    f"{first.message[:500]}")
+
+
+def _interpreter_for_shrink(program, base):
+    from serq.leangen.drt import interpreter
+    return interpreter(program, base)
+
+
+def _requeue_at_tail(program, base):
+    """A planted bug: the interpreter requeues a preempted request at the tail of its queue
+    (vLLM prepends it: `requeue head`)."""
+    from serq.ir import models as ir
+    from serq.leangen.drt import interpreter
+    buggy = program.model_copy(deep=True)
+    for pool in buggy.pools:
+        if isinstance(pool.preempt, ir.PreemptBy):
+            pool.preempt.requeue = "tail"
+    return interpreter(buggy, base)
+
+
+PLANTED: list[tuple[int, Case, object]] = []
+
+
+@settings(max_examples=400, deadline=None, database=None, phases=[Phase.generate],
+          suppress_health_check=list(HealthCheck))
+@given(cases())
+def _collect_planted(case: Case):
+    if len(PLANTED) >= 12:
+        return
+    right, wrong = observe(case), observe(case, _requeue_at_tail)
+    if right != wrong:
+        PLANTED.append((len(PLANTED), case, wrong))
+
+
+@pytest.mark.lean
+@lean_drt
+def test_planted_bug_is_caught():
+    _collect_planted()
+    assert PLANTED, "no generated case preempted with a queue behind the victim"
+    failures = check_in_lean(PLANTED)
+    assert {f.case_id for f in failures} == {i for i, _, _ in PLANTED}
