@@ -328,3 +328,12 @@ def test_serq_oracle_command(tmp_path):
     out = CliRunner().invoke(main, ["oracle", str(bad)], catch_exceptions=False)
     assert out.exit_code == 1
     assert "DIFFERS" in out.output and "<- differs" in out.output
+
+
+def test_rows_for_the_lean_model():
+    run = run_scenario(ORACLE / "vllm-v1" / "b_chunked.json")
+    assert run.outcome_rows() == ((0, 0, 3, 6, 0, 0), (1, 0, 5, 8, 0, 0))
+    rows = run.record_rows()
+    assert len(rows) == len(run.records) and all(len(r) == 10 for r in rows)
+    assert rows[0][0] == 0 and [r[8] for r in rows] == sorted(r[8] for r in rows)  # served grows
+    assert all(r[7] >= r[1] for r in rows)  # demand covers what was scheduled

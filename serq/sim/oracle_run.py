@@ -57,6 +57,27 @@ class ProgramRun:
     report: dict
     engine: object
 
+    def outcome_rows(self) -> tuple[tuple[int, int, int, int, int, int], ...]:
+        """The turns as Lean's `Outcome` (sid, turn, first, last, preemptions, cached), whole numbers,
+        sorted by (sid, turn). A turn with no token has first/last -1."""
+        return tuple((s, k, _whole(o.first), _whole(o.last), o.preemptions, _whole(o.cached))
+                     for (s, k), o in sorted(self.turns.items()))
+
+    def record_rows(self) -> tuple[tuple[int, ...], ...]:
+        """The records as Lean's `Record` (start, tokens, prefilled, decoders, residents, kvDecode,
+        kvPrefill, demand, served, arrived), whole numbers."""
+        return tuple(tuple(_whole(v) for v in (r.start, r.tokens, r.prefilled, r.decoders, r.residents,
+                                                r.kv_decode, r.kv_prefill, r.demand, r.served, r.arrived))
+                     for r in self.records)
+
+
+def _whole(v) -> int:
+    if v is None:
+        return -1
+    if not float(v).is_integer():
+        raise ValueError(f"{v} is not a whole number: the program is not on the step clock")
+    return int(v)
+
 
 def run_program(program, base_dir=None, *, stage: str | None = None, member: int = 0, seed: int = 0,
                 horizon: float = math.inf) -> ProgramRun:
