@@ -13,6 +13,7 @@ from helpers import REPO, link_source
 from serq.cli import main
 from serq.errors import SerqError
 from serq.link import link_file
+from serq.oracle import program_inputs
 from serq.target import target
 
 ORACLE = REPO / "tests" / "data" / "oracle"
@@ -20,21 +21,12 @@ SCENARIOS = sorted(ORACLE.glob("vllm-v1*/*.json"))
 PROGRAM = REPO / "examples" / "oracle" / "vllm_request.sq"
 
 
-def scenario_inputs(config: dict) -> dict[str, str]:
-    return {
-        "block_size": str(config["block_size"]),
-        "num_blocks": str(config["num_blocks"]),
-        "max_num_batched_tokens": str(config["max_num_batched_tokens"]),
-        "max_num_seqs": str(config["max_num_seqs"]),
-        "long_prefill_token_threshold": str(config["long_prefill_token_threshold"]),
-        "enable_prefix_caching": "1" if config["enable_prefix_caching"] else "0",
-    }
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: p.stem)
 def test_oracle_program_exports_each_scenarios_config(path: Path):
     config = json.loads(path.read_text())["scenario"]["config"]
-    settings = target(link_file(PROGRAM, scenario_inputs(config)))["vllm"]
+    settings = target(link_file(PROGRAM, program_inputs(config)))["vllm"]
     for key in ("block_size", "max_num_batched_tokens", "max_num_seqs", "long_prefill_token_threshold",
                 "enable_prefix_caching"):
         assert settings[key] == config[key], key

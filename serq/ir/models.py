@@ -525,6 +525,32 @@ for _model in list(globals().values()):
         _model.model_rebuild()
 
 
+def walk(node):
+    """Every IR node under `node` (itself included): expressions, references and statements."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if n is None:
+            continue
+        yield n
+        for name in type(n).model_fields:
+            v = getattr(n, name)
+            if isinstance(v, Node):
+                stack.append(v)
+            elif isinstance(v, list):
+                stack.extend(x for x in v if isinstance(x, Node))
+
+
+def walk_stmts(body: list):
+    """Every statement of a block, nested blocks included, in order."""
+    for s in body:
+        yield s
+        for name in ("body", "then", "otherwise"):
+            inner = getattr(s, name, None)
+            if isinstance(inner, list):
+                yield from walk_stmts(inner)
+
+
 def _canonical(data):
     if isinstance(data, float) and data.is_integer():
         return int(data)

@@ -33,19 +33,6 @@ class _Where:
         return SerqError(where + msg, self.span(), "ir")
 
 
-def walk_expr(e) -> Iterator:
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if n is None:
-            continue
-        yield n
-        for name in type(n).model_fields:
-            v = getattr(n, name)
-            if isinstance(v, ir.Node):
-                stack.append(v)
-            elif isinstance(v, list):
-                stack.extend(x for x in v if isinstance(x, ir.Node))
 
 
 def validate(program: ir.Program) -> None:
@@ -83,7 +70,7 @@ class _Validator:
         self._block(wl.init, "init", "workload.init")
         self._block(wl.turn, "turn", "workload.turn")
         self._block(wl.session, "session", "workload.session")
-        if not any(isinstance(s, ir.TurnStmt) for s in _all(wl.session)):
+        if not any(isinstance(s, ir.TurnStmt) for s in ir.walk_stmts(wl.session)):
             raise _Where("workload.session").error("the session has no turn")
         self._block(p.server, "server", "server")
         for g in p.gauges:
@@ -295,7 +282,7 @@ class _Validator:
 
     def _expr(self, e, moment: M, w: _Where, number: bool = False, stage: str | None = None,
               regs: set[str] | None = None) -> Type:
-        for n in walk_expr(e):
+        for n in ir.walk(e):
             if isinstance(n, ir.Ctx):
                 desc, moments = C.CONTEXT_VARIABLES[n.var]
                 if moment not in moments:
@@ -406,13 +393,6 @@ def _key(r: ir.PoolRef) -> tuple:
     return (r.pool, None if r.index is None else r.index.model_dump_json())
 
 
-def _all(body):
-    for s in body:
-        yield s
-        for name in ("body", "then", "otherwise"):
-            inner = getattr(s, name, None)
-            if isinstance(inner, list):
-                yield from _all(inner)
 
 
 def load_ir(path: str) -> ir.Program:

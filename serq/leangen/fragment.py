@@ -85,7 +85,7 @@ def fragment(program: ir.Program, base: Path) -> FragmentProgram:
 def _check_server(program: ir.Program, engine: str, base: Path) -> None:
     """The server is the oracle program's request: one hold of the request slot and the KV
     pool, whose body prefills then decodes on the engine, growing the KV."""
-    holds = [st for st in _walk(program.server) if isinstance(st, ir.HoldStmt)]
+    holds = [st for st in ir.walk_stmts(program.server) if isinstance(st, ir.HoldStmt)]
     if len(holds) != 1:
         raise _outside(f"the server holds {len(holds)} times; the model's request holds once", None, base)
     hold = holds[0]
@@ -95,24 +95,17 @@ def _check_server(program: ir.Program, engine: str, base: Path) -> None:
     if sorted(kinds[p] for p in pools) != ["kv", "slots"]:
         raise _outside("the request's hold takes the engine's request slot and KV pool, nothing else",
                        hold.at, base)
-    runs = [st for st in _walk(hold.body) if isinstance(st, ir.RunStmt)]
+    runs = [st for st in ir.walk_stmts(hold.body) if isinstance(st, ir.RunStmt)]
     modes = [r.mode for r in runs]
     if modes != ["prefill", "decode"] or any(r.growing is None for r in runs):
         where = runs[0].at if runs else hold.at
         raise _outside("the request's body runs one growing prefill then one growing decode", where, base)
-    for st in _walk(program.server):
+    for st in ir.walk_stmts(program.server):
         if isinstance(st, (ir.ForkStmt, ir.JoinStmt, ir.LoopStmt, ir.WhileStmt, ir.ChooseStmt, ir.GrowStmt,
                            ir.LoadStmt, ir.ReleaseStmt, ir.DropStmt, ir.EndStmt)):
             raise _outside(f"`{st.kind}` in the server", st.at, base)
 
 
-def _walk(body):
-    for s in body:
-        yield s
-        for name in ("body", "then", "otherwise"):
-            inner = getattr(s, name, None)
-            if isinstance(inner, list):
-                yield from _walk(inner)
 
 
 def environment() -> Environment:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.link.linker import _ir_attrs, _ir_walk, fold
+from serq.link.linker import _ir_attrs, fold
 
 
 def _err(msg: str, span) -> SerqError:
@@ -106,7 +106,7 @@ def _check_hidden(program: ir.Program, spans) -> None:
     # keys read for a waiting session at any time: nothing derived from a hidden attribute
     tainted = set(hidden)
     changed = True
-    sets = [s for s in _all(program.server) if isinstance(s, ir.SetStmt)]
+    sets = [s for s in ir.walk_stmts(program.server) if isinstance(s, ir.SetStmt)]
     while changed:
         changed = False
         for s in sets:
@@ -194,8 +194,3 @@ def _hidden_stmt(s, k: _Knowledge, spans) -> _Knowledge:
     return k
 
 
-def _all(body):
-    for s in body:
-        yield s
-        for inner in _blocks(s):
-            yield from _all(inner)

@@ -244,12 +244,12 @@ class Linker:
         self.decls[name] = Decl(kind, span)
 
     def _check_bindings(self, bodies: list[list[A.Stmt]]) -> None:
-        set_names = {st.target.name for body in bodies for st in _all_stmts(body)
+        set_names = {st.target.name for body in bodies for st in A.walk_stmts(body)
                      if isinstance(st, A.Set) and st.target.is_bare}
-        set_names |= {st.name for body in bodies for st in _all_stmts(body)
+        set_names |= {st.name for body in bodies for st in A.walk_stmts(body)
                       if isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose, A.CostFieldsDecl, A.Observe))}
         set_names |= self.assigned_names
-        holds = [st for body in bodies for st in _all_stmts(body) if isinstance(st, A.Hold) and st.bindings]
+        holds = [st for body in bodies for st in A.walk_stmts(body) if isinstance(st, A.Hold) and st.bindings]
         if not holds:
             return
         bound: dict[str, A.Span] = {}
@@ -435,7 +435,7 @@ class Linker:
                 self.attributes[name] = ir.Attribute(name=name, side="builtin", type="size")
         blocks = [("session", b) for b in (*w.init, *w.turn, *w.session)] + [("server", server)]
         for side, body in blocks:
-            for s in _all_stmts(body):
+            for s in A.walk_stmts(body):
                 if isinstance(s, A.Set):
                     self._attribute(self._set_target(s.target), "number", side, s.span)
                 elif isinstance(s, A.SizeDecl):
@@ -1133,7 +1133,7 @@ class Linker:
                                "leaves the prefix alone (write `cache (…)` to take part in the prefix cache)", n.span)
         index_attrs = {a for hp in pools if hp.pool.index is not None for a in _ir_attrs(hp.pool.index)}
         if index_attrs:
-            for st in _all_stmts(s.body):
+            for st in A.walk_stmts(s.body):
                 target = (st.target.name if isinstance(st, A.Set) else st.name if isinstance(st, A.Choose) else None)
                 if target in index_attrs:
                     raise _err(f"the hold's body changes `{target}`, which the hold's index reads: "
@@ -1157,7 +1157,7 @@ class Linker:
         return ir.HoldStmt(pools=pools, reuse=reuse, body=body, cache=cache, lease=lease)
 
     def _check_index_reads(self, index: ir.Expr, ref: A.Ref) -> None:
-        for n in _ir_walk(index):
+        for n in ir.walk(index):
             if isinstance(n, (ir.PoolObs, ir.StageObs, ir.Ctx, ir.Draw)):
                 raise _err(f"the index of `{_show_ref(ref)}` is read again inside the hold and after a preemption: "
                            "it reads attributes and numbers, not the state, the clock or a draw", ref.span)
@@ -1303,13 +1303,6 @@ def _stmt_name(s) -> str:
     }.get(type(s), type(s).__name__)
 
 
-def _all_stmts(body: list[A.Stmt]):
-    for s in body:
-        yield s
-        for attr in ("body", "then", "otherwise"):
-            inner = getattr(s, attr, None)
-            if isinstance(inner, list):
-                yield from _all_stmts(inner)
 
 
 def _assigned_names(items) -> set[str]:
@@ -1355,7 +1348,7 @@ def _direct_exprs(st) -> list[A.Expr]:
 
 
 def _contains(body: list[A.Stmt], kind) -> bool:
-    return any(isinstance(s, kind) for s in _all_stmts(body))
+    return any(isinstance(s, kind) for s in A.walk_stmts(body))
 
 
 def _stmt_refs(body) -> list[A.Ref]:
@@ -1374,23 +1367,10 @@ def _attrs_read(e: A.Expr) -> list[tuple[str, A.Span]]:
     return [(n.name, n.span) for n in walk_expr(e) if isinstance(n, A.Ref) and n.is_bare]
 
 
-def _ir_walk(e):
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if n is None:
-            continue
-        yield n
-        for name in type(n).model_fields:
-            v = getattr(n, name)
-            if isinstance(v, ir.Node):
-                stack.append(v)
-            elif isinstance(v, list):
-                stack.extend(x for x in v if isinstance(x, ir.Node))
 
 
 def _ir_attrs(e) -> set[str]:
-    return {n.name for n in _ir_walk(e) if isinstance(n, ir.Attr)}
+    return {n.name for n in ir.walk(e) if isinstance(n, ir.Attr)}
 
 
 def fold(e: ir.Expr) -> float | None:

@@ -48,7 +48,7 @@ class Lowering:
                 bodies = [item.body] if isinstance(item, A.ServerDecl) else \
                     [e.body for e in item.entries if "gateway" in item.roles]
                 for body in bodies:
-                    for st in _walk(body):
+                    for st in A.walk_stmts(body):
                         if isinstance(st, A.Set) and st.target.is_bare:
                             self.server_attributes.add(st.target.name)
                         elif isinstance(st, A.Choose):
@@ -56,7 +56,7 @@ class Lowering:
             if isinstance(item, A.WorkloadDecl):
                 self.hidden = {n for n, _ in item.hidden}
                 for body in (*item.init, *item.turn, *item.session):
-                    for st in _walk(body):
+                    for st in A.walk_stmts(body):
                         if isinstance(st, A.Set) and st.target.is_bare:
                             self.session_attributes.add(st.target.name)
                         elif isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose)):
@@ -241,13 +241,6 @@ class Lowering:
         return [s]
 
 
-def _walk(body):
-    for s in body:
-        yield s
-        for attr in ("body", "then", "otherwise"):
-            inner = getattr(s, attr, None)
-            if isinstance(inner, list):
-                yield from _walk(inner)
 
 
 def lower(items: list[A.Item], expand_defs, const_value: ConstValue) -> list[A.Item]:

@@ -206,7 +206,7 @@ class Queues:
     def _leased_pool(q: Queue) -> str | None:
         leased: set[str] = set()
         for e in q.decl.entries:
-            found = {s.lease[0].name for s in _all(e.body) if isinstance(s, A.Hold) and s.lease is not None}
+            found = {s.lease[0].name for s in A.walk_stmts(e.body) if isinstance(s, A.Hold) and s.lease is not None}
             if not found:
                 return None
             leased |= found
@@ -307,7 +307,7 @@ class Queues:
             src = self.queues[call.source.name]
             source = (src, self._member_index(src, call.source, call.span))
         gateway = "gateway" in q.decl.roles
-        local_sets = set() if gateway else {s.target.name for s in _all(entry.body) if isinstance(s, A.Set)
+        local_sets = set() if gateway else {s.target.name for s in A.walk_stmts(entry.body) if isinstance(s, A.Set)
                                              and s.target.is_bare}
         if not gateway:
             self._check_entry_reads(q, entry, entry.body, params, local_sets)
@@ -348,7 +348,7 @@ class Queues:
         hidden = self.lowering_hidden()
         allowed = local_sets | set(params) | {"cached", "computed", "serial", "turn_no"} | hidden
         outside = self.session_attributes | self.lowering.server_attributes
-        for s in _all(body):
+        for s in A.walk_stmts(body):
             for e in _stmt_exprs(s):
                 for n in walk_expr(e):
                     if not (isinstance(n, A.Ref) and n.is_bare):
@@ -563,13 +563,6 @@ def _definitely_set(body) -> frozenset:
     return out
 
 
-def _all(body):
-    for s in body:
-        yield s
-        for attr in ("body", "then", "otherwise"):
-            inner = getattr(s, attr, None)
-            if isinstance(inner, list):
-                yield from _all(inner)
 
 
 def _stmt_exprs(s) -> list[A.Expr]:

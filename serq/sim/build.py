@@ -7,7 +7,7 @@ from heapq import heappush
 
 from serq.ir import models as ir
 from serq.link.linker import fold
-from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve, walk
+from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve
 from serq.sim.errors import RunError
 from serq.sim.pools import PoolMember
 from serq.sim.stages import DelayStage, FifoStage, FlowNet, PsStage, SharedStage
@@ -75,7 +75,7 @@ def build(E) -> None:
                 m = DelayStage(E, st.name, idx)
             else:
                 c = fold(svc.capacity)
-                volatile = any(isinstance(n, (ir.PoolObs, ir.StageObs, ir.Draw)) for n in walk(svc.capacity))
+                volatile = any(isinstance(n, (ir.PoolObs, ir.StageObs, ir.Draw)) for n in ir.walk(svc.capacity))
                 m = PsStage(E, st.name, idx, None, c, volatile)
                 if c is None:
                     late_caps.append(m)
@@ -127,7 +127,7 @@ def build(E) -> None:
             E.observe_names.append(name)
         return E.observe_idx[name]
     E.observe_index = observe_index
-    claimed = {n.name for c in program.claims for n in walk(c.value) if isinstance(n, ir.Observed)}
+    claimed = {n.name for c in program.claims for n in ir.walk(c.value) if isinstance(n, ir.Observed)}
     # -- what the client sees (the generated code records into these)
     meta = E.keep_samples
     E.client_response = SampleSet("response", meta, "response" in claimed)
@@ -343,7 +343,7 @@ def _all_statements(program: ir.Program):
     blocks = [program.server, program.workload.init, program.workload.turn, program.workload.session]
     for b in blocks:
         for s in b:
-            for n in walk(s):
+            for n in ir.walk(s):
                 if isinstance(n, ir.StmtBase):
                     yield n
 
@@ -351,11 +351,11 @@ def _all_statements(program: ir.Program):
 def _all_nodes(program: ir.Program):
     for b in (program.server, program.workload.init, program.workload.turn, program.workload.session):
         for s in b:
-            yield from walk(s)
+            yield from ir.walk(s)
     for p in program.pools:
-        yield from walk(p)
+        yield from ir.walk(p)
     for c in program.claims:
-        yield from walk(c)
+        yield from ir.walk(c)
 
 
 def _num(v):
@@ -472,7 +472,7 @@ def _step_spec(pc, st) -> StepSpec:
     if svc.serve.kind == "by" and svc.serve.keys:
         kenv = env("the serve order", serve_ctx, attrs="A")
         keys = pc.keys_function("_skey_", ("E", "st", "J", "A"), svc.serve.keys, kenv, st.at)
-        dynamic = any(isinstance(n, ir.Ctx) and n.var in _RUNNING_VARS for k in svc.serve.keys for n in walk(k))
+        dynamic = any(isinstance(n, ir.Ctx) and n.var in _RUNNING_VARS for k in svc.serve.keys for n in ir.walk(k))
     granule = None
     if svc.granule is not None:
         granule = fn("_gran_", svc.granule, "the granule", guard_ctx)

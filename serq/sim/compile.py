@@ -57,30 +57,16 @@ class Env:
     reg_stage: str | None = None  # the step stage those registers are of
 
 
-def walk(e):
-    """Every IR node under `e` (expressions and statements)."""
-    stack = [e]
-    while stack:
-        n = stack.pop()
-        if n is None:
-            continue
-        yield n
-        for name in type(n).model_fields:
-            v = getattr(n, name)
-            if isinstance(v, ir.Node):
-                stack.append(v)
-            elif isinstance(v, list):
-                stack.extend(x for x in v if isinstance(x, ir.Node))
 
 
 def has_draw(e) -> bool:
-    return any(isinstance(n, ir.Draw) for n in walk(e))
+    return any(isinstance(n, ir.Draw) for n in ir.walk(e))
 
 
 def is_static(e) -> bool:
     """Reads only attributes and numbers (no state, clock, context or register)."""
     return not any(isinstance(n, (ir.PoolObs, ir.StageObs, ir.Ctx, ir.Reg, ir.Draw, ir.Observed))
-                   for n in walk(e))
+                   for n in ir.walk(e))
 
 
 def is_boolean(e) -> bool:

@@ -344,6 +344,16 @@ Stmt = Union[
 ]
 
 
+def walk_stmts(body: list):
+    """Every statement of a block, nested blocks included, in order."""
+    for s in body:
+        yield s
+        for name in ("body", "then", "otherwise"):
+            inner = getattr(s, name, None)
+            if isinstance(inner, list):
+                yield from walk_stmts(inner)
+
+
 # ------------------------------------------------------------------ declarations
 @dataclass
 class Constant:
