@@ -91,6 +91,8 @@ structure Pending where
   sid : Nat
   turn : Nat
   prompt : Nat
+  kind : Nat  -- 0: a session's arrival, 1: a session's next turn
+  seq : Nat   -- arrivals: the session; next turns: the order they were created
   deriving DecidableEq
 
 /-- What the client saw of one turn (steps, on the step clock). -/
@@ -128,6 +130,7 @@ structure Machine where
   records : List Record
   served : Nat
   arrived : Nat
+  created : Nat  -- next turns created so far (their submission order at one instant)
 
 /-! ## Own list helpers (monomorphic, structurally recursive) -/
 
@@ -196,11 +199,15 @@ def popLast : List Res → Option (List Res × Res)
     | none => none
     | some (init, last) => some (r :: init, last)
 
-/-- Insert a pending turn, ordered by time then session. -/
+/-- Does `p` come before `q`? By time; at one instant, sessions' arrivals (by session) before next
+turns (in the order they were created), as the interpreter's events at one instant run. -/
+def pendingBefore (p q : Pending) : Bool :=
+  p.time < q.time || (p.time == q.time && (p.kind < q.kind || (p.kind == q.kind && p.seq < q.seq)))
+
+/-- Insert a pending turn in submission order. -/
 def insertPending (p : Pending) : List Pending → List Pending
   | [] => [p]
-  | q :: qs => if p.time < q.time ∨ (p.time = q.time ∧ p.sid < q.sid) then p :: q :: qs
-               else q :: insertPending p qs
+  | q :: qs => if pendingBefore p q then p :: q :: qs else q :: insertPending p qs
 
 /-- The pending turns due by `now` (in order), and the rest. -/
 def duePending (now : Nat) : List Pending → List Pending × List Pending
@@ -364,12 +371,13 @@ def sessionAt : List Session → Nat → Option Session
 
 /-- The turn after `req`, submitted when its think time has passed after the iteration's end
 (`now + 1`); its prompt extends the conversation. -/
-def nextTurn (sessions : List Session) (now : Nat) (req : Req) (pending : List Pending) : List Pending :=
+def nextTurn (sessions : List Session) (now : Nat) (req : Req) (seq : Nat) (pending : List Pending) :
+    List Pending :=
   match sessionAt sessions req.sid with
   | none => pending
   | some s => match turnAt s.turns (req.turn + 1) with
     | none => pending
-    | some t => insertPending ⟨now + 1 + t.think, req.sid, req.turn + 1, req.prompt + req.out + t.new⟩ pending
+    | some t => insertPending ⟨now + 1 + t.think, req.sid, req.turn + 1, req.prompt + req.out + t.new, 1, seq⟩ pending
 
 /-- Apply the iteration's tokens: positions advance, prefills that finish sample a token,
 decodes commit theirs, and turns whose last token is committed end (their hold caches
@@ -389,7 +397,8 @@ def apply (eng : Engine) (sessions : List Session) (now : Nat) (m : Machine) : L
       let (cache, seq) := release eng req.sid (min (req.prompt + req.out - 1) pos) m.relSeq m.cache
       let o : Outcome := ⟨req.sid, req.turn, req.first, now, req.pre, req.cachedAt⟩
       apply eng sessions now { m with cache := cache, relSeq := seq, outcomes := appendOutcome m.outcomes o,
-                                      pending := nextTurn sessions now req m.pending } rs kept
+                                      pending := nextTurn sessions now req m.created m.pending,
+                                      created := m.created + 1 } rs kept
     else
       apply eng sessions now m rs (appendRes kept [⟨req, r.alloc, pos, r.known, decoding, left, 0⟩])
 
@@ -419,7 +428,7 @@ def firstTurns : Nat → List Session → List Pending
     let rest := firstTurns (i + 1) ss
     match s.turns with
     | [] => rest
-    | t :: _ => insertPending ⟨s.arrive, i, 0, t.new⟩ rest
+    | t :: _ => insertPending ⟨s.arrive, i, 0, t.new, 0, i⟩ rest
 
 def countFirst : List Pending → Nat
   | [] => 0
@@ -430,7 +439,7 @@ def clearSched : List Res → List Res
   | r :: rs => { r with sched := 0 } :: clearSched rs
 
 def init (sessions : List Session) : Machine :=
-  ⟨0, firstTurns 0 sessions, [], [], [], 0, [], [], 0, 0⟩
+  ⟨0, firstTurns 0 sessions, [], [], [], 0, [], [], 0, 0, 0⟩
 
 /-- The iteration's plan: serve the residents, then, unless that preempted, admit from the queue. -/
 def plan (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) : Plan :=
