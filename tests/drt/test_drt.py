@@ -20,10 +20,6 @@ from serq.leangen.drt import Case, check_in_lean, observe, shrink, write_reprodu
 from strategies import cases
 
 DRT_CASES = int(os.environ.get("SERQ_DRT_CASES", "1000"))
-# The Lean half is not in CI yet: a batch of 50 cases ran out of memory (killed after 15 minutes),
-# and batches small enough to fit are too slow for 1 000 cases (issue 7 stays open on this).
-LEAN_DRT = os.environ.get("SERQ_DRT_LEAN") == "1"
-lean_drt = pytest.mark.skipif(not LEAN_DRT, reason="the Lean half of the differential tests runs with SERQ_DRT_LEAN=1")
 COLLECTED: list[tuple[int, Case, object]] = []
 FAILURES = REPO / "drt-failures"
 
@@ -40,7 +36,6 @@ def test_interpreter_runs_generated_cases(case: Case):
 
 
 @pytest.mark.lean
-@lean_drt
 def test_lean_agrees():
     if len(COLLECTED) < DRT_CASES:
         test_interpreter_runs_generated_cases()
@@ -87,7 +82,6 @@ def _collect_planted(case: Case):
 
 
 @pytest.mark.lean
-@lean_drt
 def test_planted_bug_is_caught():
     _collect_planted()
     assert PLANTED, "no generated case preempted with a queue behind the victim"
