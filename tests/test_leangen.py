@@ -82,3 +82,63 @@ def test_exported_program_builds_and_runs_in_lean(tmp_path: Path):
     f.write_text(text)
     r = compile_file(f)
     assert r.ok, [d.message for d in r.diagnostics]
+
+
+# ------------------------------------------------------- Lean types in step with Python's
+
+def _lean_structure_fields(name: str) -> list[str]:
+    """The fields of `structure NAME where` in lean/Serq/Exec.lean, in order."""
+    import re
+    lines = (REPO / "lean" / "Serq" / "Exec.lean").read_text().splitlines()
+    start = lines.index(f"structure {name} where")
+    fields = []
+    for line in lines[start + 1:]:
+        m = re.match(r"  ([A-Za-z]\w*) : ", line)
+        if not m:
+            break
+        fields.append(m.group(1))
+    return fields
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.capitalize() for w in rest)
+
+
+def test_lean_engine_and_turn_mirror_the_fragment_types():
+    """The templates fill Lean's `Engine` and `Turn` positionally from FragmentEngine and TurnSpec:
+    the fields must be the same, in the same order."""
+    import dataclasses
+    from serq.leangen.fragment import FragmentEngine
+    from serq.oracle import TurnSpec
+    assert _lean_structure_fields("Engine") == [_camel(f.name) for f in dataclasses.fields(FragmentEngine)]
+    assert _lean_structure_fields("Turn") == [_camel(f.name) for f in dataclasses.fields(TurnSpec)]
+
+
+def test_lean_record_mirrors_what_claims_read_of_an_iteration():
+    """Lean's `Record` is the interpreter's IterationRecord restricted to the natural-number
+    attributes of the fragment; every one is a context variable of the IR (what claims read)."""
+    import typing
+    from serq.ir import models as ir
+    from serq.sim.steps import IterationRecord
+    lean = _lean_structure_fields("Record")
+    assert lean[0] == "start"
+    claim_readable = set(typing.get_args(ir.ContextVar))
+    python = [f for f in IterationRecord.__annotations__ if _camel(f) in lean]
+    assert [_camel(f) for f in python] == lean
+    assert set(python[1:]) <= claim_readable
+    # the fragment records what the issue lists; `attention` needs reals and stays out
+    assert set(python[1:]) == {"tokens", "prefilled", "decoders", "residents", "kv_decode", "kv_prefill",
+                               "demand", "served", "arrived"}
+
+
+def test_lean_outcome_and_record_rows_have_the_drt_observations_shape():
+    """The differential tests fill `Outcome`/`Expect` and `Record` positionally from what they observe."""
+    from serq.leangen.drt import Case, observe
+    from serq.leangen.fragment import FragmentEngine
+    from serq.oracle import TurnSpec
+    case = Case(FragmentEngine(8, 2, 8, 2, 0, True), ((0, (TurnSpec(5, 3, 1), TurnSpec(4, 2))),))
+    observed = observe(case)
+    assert _lean_structure_fields("Outcome") == ["sid", "turn", "first", "last", "preemptions", "cached"]
+    assert {len(o) for o in observed.outcomes} == {6}
+    assert {len(r) for r in observed.records} == {len(_lean_structure_fields("Record"))}
