@@ -3,6 +3,7 @@ module
 public import Serq.Basic
 public import Serq.Exec
 public import Serq.Full
+public import Serq.Within
 public import Serq.Agree
 public import Serq.Oracle
 

@@ -262,32 +262,35 @@ theorem admitHeads_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
               · rw [h]; omega
               · rw [h] at hpos; omega
 
+/-- Every plan keeps the invariant: serving the residents, then admitting from the queue. -/
+theorem plan_inv (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) :
+    PlanInv eng.budget chunk (plan eng chunk m waiting) := by
+  unfold plan
+  dsimp only
+  have h0 : PlanInv eng.budget chunk
+      ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ :=
+    ⟨rfl, by simp [batchTokens], batchTokens_clearSched _, fun _ => rfl⟩
+  obtain ⟨⟨hc, htok, htodo, hdem⟩, hend⟩ :=
+    serveRunning_inv eng eng.budget chunk (resCount m.running + 1) _ h0 rfl (by simp [resCount_clearSched])
+  generalize serveRunning eng (resCount m.running + 1)
+    ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ = p1
+    at hc htok htodo hdem hend ⊢
+  have h1 : PlanInv eng.budget chunk { p1 with done := appendRes p1.done p1.todo, todo := [] } := by
+    refine ⟨hc, ?_, rfl, ?_⟩
+    · simp only [batchTokens_append, htodo]; omega
+    · intro hpos
+      rcases hend with h | h
+      · simp only at hpos; omega
+      · simp only [h, appendRes_nil]; exact hdem hpos
+  split
+  · exact admitHeads_inv eng eng.budget chunk _ _ h1
+  · exact h1
+
 /-- Every plan spends its budget, or its residents' demand is below it. -/
 theorem plan_full (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) :
     batchTokens (plan eng chunk m waiting).done = eng.budget ∨
       demandOf chunk (plan eng chunk m waiting).done < eng.budget := by
-  have h2 : PlanInv eng.budget chunk (plan eng chunk m waiting) := by
-    unfold plan
-    dsimp only
-    have h0 : PlanInv eng.budget chunk
-        ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ :=
-      ⟨rfl, by simp [batchTokens], batchTokens_clearSched _, fun _ => rfl⟩
-    obtain ⟨⟨hc, htok, htodo, hdem⟩, hend⟩ :=
-      serveRunning_inv eng eng.budget chunk (resCount m.running + 1) _ h0 rfl (by simp [resCount_clearSched])
-    generalize serveRunning eng (resCount m.running + 1)
-      ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ = p1
-      at hc htok htodo hdem hend ⊢
-    have h1 : PlanInv eng.budget chunk { p1 with done := appendRes p1.done p1.todo, todo := [] } := by
-      refine ⟨hc, ?_, rfl, ?_⟩
-      · simp only [batchTokens_append, htodo]; omega
-      · intro hpos
-        rcases hend with h | h
-        · simp only at hpos; omega
-        · simp only [h, appendRes_nil]; exact hdem hpos
-    split
-    · exact admitHeads_inv eng eng.budget chunk _ _ h1
-    · exact h1
-  obtain ⟨_, htok2, _, hdem2⟩ := h2
+  obtain ⟨_, htok2, _, hdem2⟩ := plan_inv eng chunk m waiting
   by_cases hb : (plan eng chunk m waiting).budget = 0
   · left; omega
   · right; have := hdem2 (by omega); omega
