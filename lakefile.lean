@@ -5,7 +5,8 @@ open Lake DSL
 The serQ Lean package.
 
 * `Serq`   (`lean/`): the Lean model of serQ programs and its lemmas.
-* `Papers` (`examples/papers/`): claims from papers, proved against `Serq`.
+* `Papers` (`examples/papers/`): claims from papers, proved against `Serq`: the generated
+  statements of the paper programs' claims (`Papers.Claims.*`) and their proofs (`ClaimsProved`).
 
 Every module starts with `module` and keeps its declarations in an
 `@[expose] public section`, so that the offline (WebAssembly) Lean, which reads
@@ -27,5 +28,5 @@ lean_lib Serq where
 @[default_target]
 lean_lib Papers where
   srcDir := "examples/papers"
-  roots := #[`Papers]
-  globs := #[.andSubmodules `Papers]
+  roots := #[`Papers, `ClaimsProved]
+  globs := #[.andSubmodules `Papers, .one `ClaimsProved]

@@ -1109,6 +1109,8 @@ class CheckResult:
     findings: list[Finding]
     sorry_warnings: list[Diagnostic]
     build: BuildResult | None
+    #: claims of the paper programs without a current statement or proof (`serq.leangen.claims`)
+    claims: list[str] = field(default_factory=list)
 
 
 def check(root: str | os.PathLike | None = None, *, run_build: bool = True,
@@ -1120,11 +1122,13 @@ def check(root: str | os.PathLike | None = None, *, run_build: bool = True,
     project = load_project(rootp)
     extra = list(extra)
     findings = check_sources(project, extra)
+    from serq.leangen.claims import stale_claims  # the paper programs' claims have current proofs
+    claims = [p.render(rootp) for p in stale_claims(rootp)]
     result = None
     sorry: list[Diagnostic] = []
     if run_build:
         lean_extra = [p for p in extra if Path(p).is_file()]
         result = build(rootp, jobs=jobs, extra_files=lean_extra, on_event=on_event)
         sorry = [d for d in result.diagnostics if d.uses_sorry]
-    ok = not findings and not sorry and (result is None or result.ok)
-    return CheckResult(ok, findings, sorry, result)
+    ok = not findings and not sorry and not claims and (result is None or result.ok)
+    return CheckResult(ok, findings, sorry, result, claims)

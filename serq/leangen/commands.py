@@ -90,7 +90,9 @@ def check_cmd(paths: tuple[str, ...], no_build: bool, jobs: int, quiet: bool) ->
     """Refuse sorry, admit, axiom and native_decide in the Lean sources.
 
     Scans every .lean file under the libraries' folders (lean/, examples/papers/) and
-    PATHS, ignoring comments and strings, then builds (incrementally) and refuses any
+    PATHS, ignoring comments and strings; checks that every claim of every program under
+    examples/papers/ has its current generated statement and a theorem of that type in
+    examples/papers/ClaimsProved.lean; then builds (incrementally) and refuses any
     "declaration uses 'sorry'" warning. Exit status 1 on any finding.
     """
     try:
@@ -102,9 +104,11 @@ def check_cmd(paths: tuple[str, ...], no_build: bool, jobs: int, quiet: bool) ->
         click.echo(str(f), err=True)
     for d in res.sorry_warnings:
         click.echo(f"{d.file}:{d.line}:{d.col}: error: declaration uses 'sorry' (refused)", err=True)
+    for c in res.claims:
+        click.echo(c, err=True)
     if res.build is not None and not res.build.ok:
         _report(res.build)
-    n = len(res.findings) + len(res.sorry_warnings)
+    n = len(res.findings) + len(res.sorry_warnings) + len(res.claims)
     built = "" if res.build is None else (" build ok;" if res.build.ok else " build FAILED;")
     click.echo(f"serq lean check:{built} {n} refused construct(s)"
                + ("" if res.ok else " -- refused"))

@@ -46,6 +46,17 @@ def _outside(what: str, loc: ir.Loc | None, base: Path) -> SerqError:
 
 
 def fragment(program: ir.Program, base: Path) -> FragmentProgram:
+    """The program as the model runs it: its engine and the sessions of its ordered trace."""
+    engine = fragment_engine(program, base)
+    arrival = program.workload.arrival
+    if not (isinstance(arrival, ir.Trace) and arrival.ordered):
+        raise _outside(f"the workload's `{arrival.kind}` arrivals: the model takes given arrival times "
+                       "(`trace \"file.csv\" ordered;`)", None, base)
+    return FragmentProgram(engine, read_trace(base / arrival.file))
+
+
+def fragment_engine(program: ir.Program, base: Path) -> FragmentEngine:
+    """The engine of a program in the fragment, whatever its workload; refuses the rest."""
     steps = [s for s in program.stages if isinstance(s.service, ir.Step)]
     if len(steps) != 1:
         where = steps[1].at if len(steps) > 1 else None
@@ -71,15 +82,9 @@ def fragment(program: ir.Program, base: Path) -> FragmentProgram:
     if program.gauges:
         raise _outside(f"gauge `{program.gauges[0].name}`", program.gauges[0].at, base)
     _check_server(program, stage.name, base)
-    arrival = program.workload.arrival
-    if not (isinstance(arrival, ir.Trace) and arrival.ordered):
-        raise _outside(f"the workload's `{arrival.kind}` arrivals: the model takes given arrival times "
-                       "(`trace \"file.csv\" ordered;`)", None, base)
-    sessions = read_trace(base / arrival.file)
-    engine = FragmentEngine(
+    return FragmentEngine(
         budget=s["max_num_batched_tokens"], reqs_cap=s["max_num_seqs"], kv_blocks=s["num_gpu_blocks"] - 1,
         block_size=s["block_size"], chunk=s["long_prefill_token_threshold"], caching=s["enable_prefix_caching"])
-    return FragmentProgram(engine, sessions)
 
 
 def _check_server(program: ir.Program, engine: str, base: Path) -> None:

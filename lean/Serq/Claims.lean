@@ -1,0 +1,53 @@
+module
+
+public import Serq.Exec
+
+/-! # Claims as statements about the executable semantics
+
+A program's claims (`claim NAME: every iteration of E (e);`, `some iteration of E (e);`) become
+statements about `run` (the reference, *Claims*): over every workload of the program's family —
+a list of sessions that `family` accepts (at most 500 sessions; arrival steps, turn lengths and
+forced misses as the program's workload allows; the sessions that satisfy `given`) — every
+iteration record of every run satisfies the claim's expression (`EveryIteration`), or some record
+of some run does (`SomeIteration`). Runs are cut at any `fuel`, so "every run" is every prefix of
+every path. `scripts/gen_lean_claims.py` writes a module per program (the family and one
+statement per claim, named with the statement's digest) and `examples/papers/ClaimsProved.lean`
+proves them.
+-/
+
+@[expose] public section
+
+namespace Serq
+
+/-- Every iteration of every path of every workload in the family satisfies `p`. -/
+def EveryIteration (eng : Engine) (family : List Session → Bool) (p : Record → Bool) : Prop :=
+  ∀ sessions, family sessions = true → ∀ fuel, ∀ r ∈ (run eng sessions fuel (init sessions)).records,
+    p r = true
+
+/-- Some iteration of some path of some workload in the family satisfies `p`. -/
+def SomeIteration (eng : Engine) (family : List Session → Bool) (p : Record → Bool) : Prop :=
+  ∃ sessions, family sessions = true ∧ ∃ fuel, ∃ r ∈ (run eng sessions fuel (init sessions)).records,
+    p r = true
+
+/-- Every session, the `k`-th of the workload counted from `k`, passes `ok k`. -/
+def everySession (ok : Nat → Session → Bool) : Nat → List Session → Bool
+  | _, [] => true
+  | k, s :: ss => ok k s && everySession ok (k + 1) ss
+
+/-- The session has exactly one turn, and it passes `ok`. -/
+def singleTurn (ok : Turn → Bool) (s : Session) : Bool :=
+  match s.turns with
+  | [t] => ok t
+  | _ => false
+
+/-- A claim proved for a family holds for every smaller family. -/
+theorem EveryIteration.mono {eng : Engine} {f g : List Session → Bool} {p : Record → Bool}
+    (h : EveryIteration eng f p) (sub : ∀ ss, g ss = true → f ss = true) : EveryIteration eng g p :=
+  fun ss hg fuel r hr => h ss (sub ss hg) fuel r hr
+
+/-- A claim over every iteration follows from one that holds for every workload whatsoever. -/
+theorem EveryIteration.of_all {eng : Engine} {family : List Session → Bool} {p : Record → Bool}
+    (h : ∀ ss fuel, ∀ r ∈ (run eng ss fuel (init ss)).records, p r = true) : EveryIteration eng family p :=
+  fun ss _ fuel r hr => h ss fuel r hr
+
+end Serq

@@ -1,0 +1,332 @@
+"""A program's claims as Lean statements (`scripts/gen_lean_claims.py`, `serq lean check`).
+
+For a program in the Lean fragment (its engine: `fragment_engine`) whose workload is a
+*family* — open arrivals (`poisson`, a constant `renewal`) or `batch`, single-turn
+sessions whose attributes are constants or draws — each claim over iterations becomes a
+statement of `lean/Serq/Claims.lean`: `EveryIteration engine family p` or
+`SomeIteration engine family p`, where `family` accepts the session lists of the
+program's family (at most 500 sessions; the arrival steps the workload allows; a drawn
+attribute any natural number; the sessions that satisfy `given`) and `p` is the claim's
+expression over an iteration `Record`, computed over ℤ as the interpreter computes it.
+
+Each statement is a definition named `<claim>_<digest>`, the digest being that of the
+statement's own text: a proof in `ClaimsProved.lean` names the definition, so it stops
+type-checking when the claim, the engine or the family changes, and the freshness check
+(`stale_claims`) names the claim. The module also records the digest of the whole IR.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from serq.errors import SerqError
+from serq.ir import models as ir
+from serq.leangen.fragment import FragmentEngine, _outside, environment, fragment_engine
+from serq.link import link_file
+from serq.link.linker import fold
+
+#: The most sessions a workload of the family has (the reference, *Claims*).
+MAX_SESSIONS = 500
+PAPERS = Path("examples/papers")
+GENERATED = PAPERS / "Papers" / "Claims"
+PROOFS = PAPERS / "ClaimsProved.lean"
+
+#: The context variables of an iteration record, and the Lean field each reads.
+RECORD_FIELDS = {
+    "now": "start", "tokens": "tokens", "prefilled": "prefilled", "decoders": "decoders",
+    "residents": "residents", "kv_decode": "kvDecode", "kv_prefill": "kvPrefill", "demand": "demand",
+    "served": "served", "arrived": "arrived",
+}
+#: The turn attributes the model's sessions carry, and the Lean field each is.
+TURN_FIELDS = {"new": "new", "out": "out", "forced": "forced"}
+_FORMS = {"every_iteration": "EveryIteration", "some_iteration": "SomeIteration"}
+
+
+@dataclass(frozen=True)
+class Statement:
+    claim: str
+    form: str          # every_iteration | some_iteration
+    source: str        # the claim as written
+    ident: str         # the Lean definition: `<claim>_<digest>`
+    digest: str
+    body: str          # the Lean Prop
+    at: ir.Loc | None
+
+
+@dataclass(frozen=True)
+class ClaimsModule:
+    program: Path
+    module: str        # e.g. `Papers.Claims.Sarathi`
+    namespace: str
+    ir_digest: str
+    engine: FragmentEngine
+    session_test: str  # Lean Bool over `k : Nat` (the session's index) and `s : Session`
+    family_doc: str
+    statements: list[Statement]
+
+    def text(self) -> str:
+        return environment().get_template("claims.lean.j2").render(m=self)
+
+
+# --------------------------------------------------------------------------- expressions
+
+class _Translate:
+    """An IR expression as Lean text, typed `Int` or `Bool` (serQ reads a non-zero number as true)."""
+
+    def __init__(self, base: Path, names: dict[str, str], what: str) -> None:
+        self.base, self.names, self.what = base, names, what
+
+    def outside(self, why: str, e: ir.Node, at: ir.Loc | None) -> SerqError:
+        return _outside(f"{self.what}: {why}", getattr(e, "at", None) or at, self.base)
+
+    def int_(self, e: ir.Expr, at: ir.Loc | None) -> str:
+        text, ty = self.expr(e, at)
+        return text if ty == "int" else f"(if {text} then (1 : Int) else 0)"
+
+    def bool_(self, e: ir.Expr, at: ir.Loc | None) -> str:
+        text, ty = self.expr(e, at)
+        return text if ty == "bool" else f"({text} != 0)"
+
+    def expr(self, e: ir.Expr, at: ir.Loc | None) -> tuple[str, str]:
+        v = fold(e)
+        if v is not None:
+            if math.isnan(v) or math.isinf(v) or v != int(v):
+                raise self.outside(f"the constant {v:g}: the model computes over whole numbers", e, at)
+            return (f"({int(v)} : Int)", "int")
+        if isinstance(e, ir.Ctx):
+            if e.var not in self.names:
+                raise self.outside(f"`{e.var}` is not part of the model's record here", e, at)
+            return (f"({self.names[e.var]} : Int)", "int")
+        if isinstance(e, ir.Attr):
+            if e.name not in self.names:
+                raise self.outside(f"attribute `{e.name}` is not one the model's sessions carry", e, at)
+            return (f"({self.names[e.name]} : Int)", "int")
+        if isinstance(e, ir.Unary):
+            if e.op == "neg":
+                return (f"(-{self.int_(e.arg, at)})", "int")
+            return (f"(!{self.bool_(e.arg, at)})", "bool")
+        if isinstance(e, ir.Binary):
+            if e.op in ("add", "sub", "mul"):
+                sym = {"add": "+", "sub": "-", "mul": "*"}[e.op]
+                return (f"({self.int_(e.lhs, at)} {sym} {self.int_(e.rhs, at)})", "int")
+            if e.op in ("and", "or"):
+                sym = {"and": "&&", "or": "||"}[e.op]
+                return (f"({self.bool_(e.lhs, at)} {sym} {self.bool_(e.rhs, at)})", "bool")
+            if e.op in ("eq", "ne"):
+                sym = {"eq": "==", "ne": "!="}[e.op]
+                return (f"({self.int_(e.lhs, at)} {sym} {self.int_(e.rhs, at)})", "bool")
+            if e.op in ("lt", "le", "gt", "ge"):
+                sym = {"lt": "<", "le": "≤", "gt": ">", "ge": "≥"}[e.op]
+                return (f"(decide ({self.int_(e.lhs, at)} {sym} {self.int_(e.rhs, at)}))", "bool")
+            raise self.outside(f"`{e.op}`: over whole numbers it is not the interpreter's real division", e, at)
+        if isinstance(e, ir.Cond):
+            return (f"(if {self.bool_(e.test, at)} then {self.int_(e.then, at)} else {self.int_(e.otherwise, at)})",
+                    "int")
+        if isinstance(e, ir.Call) and e.fn in ("min", "max") and len(e.args) == 2:
+            return (f"({e.fn} {self.int_(e.args[0], at)} {self.int_(e.args[1], at)})", "int")
+        raise self.outside(f"`{getattr(e, 'kind', type(e).__name__)}` is outside what the model computes", e, at)
+
+
+# --------------------------------------------------------------------------- the family
+
+def _attribute_tests(program: ir.Program, base: Path) -> tuple[list[str], list[str]]:
+    """Lean tests of a turn `t` for the workload's sets, and a description of each."""
+    wl = program.workload
+    tests, doc = ["t.think == 0"], []
+    seen: dict[str, ir.Expr] = {}
+    for st in [*wl.init, *wl.turn]:
+        if not isinstance(st, ir.SetStmt):
+            raise _outside(f"`{st.kind}` in the workload: a session of the family only sets its attributes",
+                           getattr(st, "at", None), base)
+        if st.name in seen:
+            raise _outside(f"attribute `{st.name}` set twice in the workload", st.at, base)
+        seen[st.name] = st.value
+    context = seen.pop("context", None)
+    if context is None or fold(context) != 0:
+        raise _outside("the model's sessions start with `set context = 0;`", getattr(context, "at", None), base)
+    for name in ("new", "out", "forced"):
+        value = seen.pop(name, None)
+        if value is None:
+            if name == "forced":
+                tests.append("t.forced == false")
+                doc.append("no forced miss")
+                continue
+            raise _outside(f"the workload does not set `{name}`, which the model's turn carries", None, base)
+        v = fold(value)
+        if v is None:
+            if not any(isinstance(x, ir.Draw) for x in ir.walk(value)):
+                raise _outside(f"`{name}` is computed, not constant or drawn", getattr(value, "at", None), base)
+            doc.append(f"`{name}` any natural number (drawn)")
+            continue
+        if v != int(v) or v < 0:
+            raise _outside(f"`{name}` = {v:g} is not a natural number", getattr(value, "at", None), base)
+        if name == "forced":
+            tests.append(f"t.forced == {'true' if v else 'false'}")
+            doc.append("a forced miss" if v else "no forced miss")
+        else:
+            tests.append(f"t.{name} == {int(v)}")
+            doc.append(f"`{name}` = {int(v)}")
+    if seen:
+        name = sorted(seen)[0]
+        raise _outside(f"attribute `{name}`: the model's sessions carry context, new, out and forced only",
+                       None, base)
+    return tests, doc
+
+
+def _session_test(program: ir.Program, base: Path) -> tuple[str, str]:
+    wl = program.workload
+    if [s.kind for s in wl.session] != ["turn"]:
+        raise _outside("the family's sessions are single-turn (`turn;`)", None, base)
+    arrival = wl.arrival
+    if isinstance(arrival, ir.Poisson):
+        arrive, arrive_doc = "true", "any arrival steps (Poisson)"
+    elif isinstance(arrival, ir.Batch):
+        arrive, arrive_doc = "s.arrive == 0", "every session at step 0 (batch)"
+    elif isinstance(arrival, ir.Renewal):
+        gap = fold(arrival.gap)
+        if gap is None or gap != int(gap) or gap <= 0:
+            raise _outside("a renewal gap in the model is a constant whole number of steps", None, base)
+        arrive, arrive_doc = f"s.arrive == (k + 1) * {int(gap)}", f"the k-th session (from 0) at step (k + 1) * {int(gap)}"
+    else:
+        raise _outside(f"`{arrival.kind}` arrivals: a claim's family is Poisson, renewal or batch arrivals",
+                       None, base)
+    tests, doc = _attribute_tests(program, base)
+    turn = f"singleTurn (fun t => {' && '.join(tests)}) s"
+    test = turn if arrive == "true" else f"{arrive} && {turn}"
+    return test, f"{arrive_doc}; one turn each, no think time; " + ", ".join(doc)
+
+
+def _given_test(claim: ir.Claim, base: Path) -> str | None:
+    if claim.given is None:
+        return None
+    names = {k: f"t.{v}" for k, v in TURN_FIELDS.items() if k != "forced"}
+    return _Translate(base, names, f"claim `{claim.name}`'s given").bool_(claim.given, claim.at)
+
+
+# --------------------------------------------------------------------------- statements
+
+def _module_name(path: Path) -> str:
+    return "".join(w.capitalize() for w in re.split(r"[^A-Za-z0-9]+", path.stem) if w)
+
+
+def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsModule:
+    """The generated Lean module of a program's claims; SerqError when it is outside the fragment."""
+    path = Path(path)
+    program = link_file(path, inputs or {})
+    base = path.parent
+    engine = fragment_engine(program, base)
+    session_test, family_doc = _session_test(program, base)
+    name = _module_name(path)
+    record_names = {var: f"r.{field}" for var, field in RECORD_FIELDS.items()}
+    step = next(s.name for s in program.stages if isinstance(s.service, ir.Step))
+    statements = []
+    for claim in program.claims:
+        if claim.form not in _FORMS:
+            raise _outside(f"claim `{claim.name}`: `at end` claims are not yet stated in Lean", claim.at, base)
+        if claim.form == "some_iteration" and _draws(program):
+            raise _outside(f"claim `{claim.name}`: a `some iteration` claim is stated for a workload that does not "
+                           "draw (its witness is one path); this workload draws", claim.at, base)
+        if claim.stage is None or claim.stage.stage != step:
+            raise _outside(f"claim `{claim.name}` is about a stage the model does not have", claim.at, base)
+        pred = _Translate(base, record_names, f"claim `{claim.name}`").bool_(claim.value, claim.at)
+        given = _given_test(claim, base)
+        fam = "family" if given is None else f"(fun ss => family ss && everySession (fun _ s => singleTurn (fun t => {given}) s) 0 ss)"
+        body = f"{_FORMS[claim.form]} engine {fam} (fun r => {pred})"
+        digest = hashlib.sha256(f"{engine}|{session_test}|{body}".encode()).hexdigest()[:12]
+        statements.append(Statement(claim.name, claim.form, _claim_source(path, claim), f"{claim.name}_{digest}",
+                                    digest, body, claim.at))
+    ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
+    return ClaimsModule(path, f"Papers.Claims.{name}", f"Papers.Claims.{name}", ir_digest, engine,
+                        session_test, family_doc, statements)
+
+
+def _draws(program: ir.Program) -> bool:
+    """Whether the workload draws: Poisson arrivals, or a draw in an attribute."""
+    wl = program.workload
+    if isinstance(wl.arrival, ir.Poisson):
+        return True
+    return any(isinstance(x, ir.Draw) for st in [*wl.init, *wl.turn] for x in ir.walk(st))
+
+
+def _claim_source(path: Path, claim: ir.Claim) -> str:
+    """The claim's text as written (from its line to its `;`)."""
+    if claim.at is None:
+        return claim.name
+    lines = path.read_text().splitlines()[claim.at.line - 1:]
+    text = ""
+    for line in lines:
+        text += (" " if text else "") + line.strip()
+        if ";" in line:
+            break
+    return text
+
+
+# --------------------------------------------------------------------------- files and checks
+
+def paper_programs(root: Path) -> list[Path]:
+    return sorted((root / PAPERS).glob("*.sq"))
+
+
+def generated_path(root: Path, program: Path) -> Path:
+    return root / GENERATED / f"{_module_name(program)}.lean"
+
+
+def write_modules(root: Path) -> list[Path]:
+    written = []
+    for program in paper_programs(root):
+        module = claims_module(program)
+        out = generated_path(root, program)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(module.text())
+        written.append(out)
+    return written
+
+
+@dataclass(frozen=True)
+class ClaimProblem:
+    program: Path
+    claim: str
+    message: str
+    at: ir.Loc | None
+
+    def render(self, root: Path) -> str:
+        where = (f"{self.program.relative_to(root)}:{self.at.line}:{self.at.col}" if self.at
+                 else str(self.program.relative_to(root)))
+        return f"{where}: error: claim `{self.claim}`: {self.message}"
+
+
+def stale_claims(root: Path) -> list[ClaimProblem]:
+    """Every claim of every paper program must have its generated statement, current, and a theorem in
+    ClaimsProved.lean whose type is that statement; what falls short, claim by claim."""
+    problems: list[ClaimProblem] = []
+    proofs_path = root / PROOFS
+    proofs = proofs_path.read_text() if proofs_path.exists() else ""
+    theorem_types = re.findall(r"theorem\s+[^\s:(]+[^:]*:\s*([A-Za-z_.][\w.]*)\s*:=", proofs)
+    for program in paper_programs(root):
+        try:
+            module = claims_module(program)
+        except SerqError as e:
+            problems.append(ClaimProblem(program, "*", f"outside the Lean fragment: {e.message}", None))
+            continue
+        out = generated_path(root, program)
+        current = out.read_text() if out.exists() else None
+        fresh = current == module.text()
+        for st in module.statements:
+            full = f"{module.namespace}.{st.ident}"
+            if not fresh and (current is None or f"def {st.ident} " not in current):
+                problems.append(ClaimProblem(program, st.claim, f"its Lean statement {full} is not generated "
+                                             f"(run `python3 scripts/gen_lean_claims.py`)", st.at))
+            if full not in theorem_types:
+                older = [t for t in theorem_types if t.startswith(f"{module.namespace}.{st.claim}_")]
+                why = (f"the proof in {PROOFS} is of an older statement ({older[0]}); the claim, the engine or "
+                       f"the workload changed: prove {full}" if older
+                       else f"no theorem in {PROOFS} has the type {full}")
+                problems.append(ClaimProblem(program, st.claim, why, st.at))
+        if not fresh and not any(p.program == program for p in problems):
+            problems.append(ClaimProblem(program, "*", f"{out.relative_to(root)} is not what the program generates "
+                                         f"(run `python3 scripts/gen_lean_claims.py`)", None))
+    return problems

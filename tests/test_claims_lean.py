@@ -1,0 +1,148 @@
+"""Claims end to end: the paper programs' claims hold on the interpreter's path, their Lean
+statements are generated from the IR and current, every one has a proof of that statement, and
+an edited claim is named when its proof goes stale."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import REPO
+from serq.errors import SerqError
+from serq.leangen.claims import claims_module, paper_programs, stale_claims
+
+PAPERS = REPO / "examples" / "papers"
+
+
+def _run_json(path: Path, *args: str) -> dict:
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(path), "--json", *args],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    return {c["name"]: c for c in json.loads(out.stdout)["claims"]}
+
+
+def test_there_are_paper_programs_and_each_claims_something():
+    programs = paper_programs(REPO)
+    assert {p.name for p in programs} >= {"sarathi.sq", "li_dai_peng.sq"}
+    for p in programs:
+        assert claims_module(p).statements, p
+
+
+def test_sarathi_claims_hold_on_the_simulated_path():
+    claims = _run_json(PAPERS / "sarathi.sq", "--arrivals", "300", "--seed", "3")
+    assert {n: c["result"] for n, c in claims.items()} == {"stall_free": "holds", "bounded": "holds"}
+
+
+def test_li_dai_peng_claims_on_the_simulated_path():
+    # four requests of 8 + 4 tokens at 0, budget 16, cap 2: iteration 0 prefills two (16 tokens);
+    # iteration 1 (time 1) decodes them (2 tokens) while 4 * 11 - 16 = 28 arrived tokens wait
+    claims = _run_json(PAPERS / "li_dai_peng.sq", "--seed", "1")
+    assert claims["work_conserving"]["result"] == "holds"
+    witness = claims["capped_batch_idles"]
+    assert (witness["result"], witness["time"], witness["iteration"]) == ("witnessed", 1.0, 1)
+
+
+def test_the_phase_separated_variant_fails_at_its_first_idle_iteration():
+    # FasterTransformer: iteration 0 prefills two requests (16 tokens), both finish their prefill;
+    # at iteration 1 two decode, so only decodes are served (2 tokens) although the two admitted
+    # prefills could take 16 more: demand 18 >= 16 and tokens 2 < 16
+    claims = _run_json(REPO / "examples" / "scheduling" / "fastertransformer.sq", "--seed", "1")
+    failed = claims["work_conserving"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 1.0, 1)
+    assert claims["starved"]["result"] == "witnessed"
+
+
+def test_the_generated_statements_and_proofs_are_current():
+    problems = stale_claims(REPO)
+    assert not problems, "\n".join(p.render(REPO) for p in problems)
+
+
+def test_generated_statement_reads_the_claim_over_the_record():
+    module = claims_module(PAPERS / "li_dai_peng.sq")
+    st = {s.claim: s for s in module.statements}
+    assert st["capped_batch_idles"].body == (
+        "SomeIteration engine family (fun r => ((decide ((((r.arrived : Int) * (11 : Int)) - (r.served : Int)) "
+        "≥ (16 : Int))) && (decide ((r.tokens : Int) < (16 : Int)))))")
+    assert module.session_test == ("s.arrive == 0 && singleTurn (fun t => t.think == 0 && t.new == 8 && "
+                                   "t.out == 4 && t.forced == false) s")
+    assert (module.engine.budget, module.engine.reqs_cap, module.engine.kv_blocks) == (16, 2, 64)
+
+
+def _copy_papers(tmp: Path) -> Path:
+    shutil.copytree(PAPERS, tmp / "examples" / "papers")
+    shutil.copy(REPO / "lakefile.lean", tmp / "lakefile.lean")
+    return tmp
+
+
+def test_an_edited_claim_is_named_until_its_proof_is_updated(tmp_path):
+    root = _copy_papers(tmp_path)
+    sq = root / "examples" / "papers" / "sarathi.sq"
+    sq.write_text(sq.read_text().replace("claim bounded: every iteration of llm (tokens <= B);",
+                                         "claim bounded: every iteration of llm (tokens < B);"))
+    problems = stale_claims(root)
+    assert {p.claim for p in problems} == {"bounded"}
+    texts = [p.render(root) for p in problems]
+    assert all(t.startswith("examples/papers/sarathi.sq:75:3: error: claim `bounded`") for t in texts), texts
+    assert any("is not generated (run `python3 scripts/gen_lean_claims.py`)" in t for t in texts)
+    assert any("older statement (Papers.Claims.Sarathi.bounded_" in t for t in texts)
+    # the CLI refuses it too, naming the claim, without running Lean
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "lean", "check", "--no-build", "-q"],
+                         capture_output=True, text=True, cwd=root)
+    assert out.returncode == 1
+    assert "claim `bounded`" in out.stderr
+
+
+def test_a_claim_without_a_theorem_is_named(tmp_path):
+    root = _copy_papers(tmp_path)
+    sq = root / "examples" / "papers" / "li_dai_peng.sq"
+    sq.write_text(sq.read_text().replace("\n}\n", "\n  claim extra: every iteration of llm (tokens <= B + 1);\n}\n"))
+    problems = [p for p in stale_claims(root) if p.claim == "extra"]
+    assert any("no theorem in examples/papers/ClaimsProved.lean has the type Papers.Claims.LiDaiPeng.extra_"
+               in p.message for p in problems)
+
+
+def _module_of(tmp_path: Path, edit) -> Path:
+    src = (PAPERS / "li_dai_peng.sq").read_text()
+    path = tmp_path / "p.sq"
+    path.write_text(edit(src))
+    return path
+
+
+@pytest.mark.parametrize("edit, phrase", [
+    (lambda s: s.replace("(demand < B || tokens == B);", "(demand / 2 < B);"),
+     "`div`: over whole numbers it is not the interpreter's real division"),
+    (lambda s: s.replace("(demand < B || tokens == B);", "(queue(llm) < B);"),
+     "is outside what the model computes"),
+    (lambda s: s.replace("arrive batch(n);", "arrive poisson(0.5);"),
+     "a `some iteration` claim is stated for a workload that does not draw"),
+    (lambda s: s.replace("set out = D;", "set out = D;\n      set think = 2;"),
+     "attribute `think`: the model's sessions carry context, new, out and forced only"),
+    (lambda s: s.replace("set new = P;", "set new = 2.5;"), "`new` = 2.5 is not a natural number"),
+    (lambda s: s.replace("\n}\n", "\n  claim mean: at end (count(x) >= 0);\n}\n").replace(
+        "llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe x = now;"),
+     "`at end` claims are not yet stated in Lean"),
+])
+def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, edit, phrase):
+    with pytest.raises(SerqError) as e:
+        claims_module(_module_of(tmp_path, edit))
+    assert phrase in e.value.message
+    assert "outside the Lean fragment" in e.value.message
+
+
+def test_given_restricts_the_family(tmp_path):
+    path = _module_of(tmp_path, lambda s: s.replace(
+        "claim work_conserving: every iteration", "claim work_conserving given (new <= 8): every iteration"))
+    st = claims_module(path).statements[0]
+    assert ("(fun ss => family ss && everySession (fun _ s => singleTurn (fun t => "
+            "(decide ((t.new : Int) ≤ (8 : Int)))) s) 0 ss)") in st.body
+
+
+def test_the_generator_script_check_passes_on_the_repository():
+    out = subprocess.run([sys.executable, "scripts/gen_lean_claims.py", "--check"], capture_output=True, text=True,
+                         cwd=REPO)
+    assert out.returncode == 0, out.stderr
