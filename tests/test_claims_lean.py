@@ -146,3 +146,21 @@ def test_the_generator_script_check_passes_on_the_repository():
     out = subprocess.run([sys.executable, "scripts/gen_lean_claims.py", "--check"], capture_output=True, text=True,
                          cwd=REPO)
     assert out.returncode == 0, out.stderr
+
+
+SJF = REPO / "examples" / "scheduling" / "sjf.sq"
+
+
+@pytest.mark.parametrize("seed", ["1", "2", "3"])
+def test_shortest_first_attains_the_prefix_total_bound(seed):
+    claims = _run_json(SJF, "--seed", seed)
+    assert {n: c["result"] for n, c in claims.items()} == {"spt_bound": "holds", "sjf_attains": "holds"}
+
+
+def test_arrival_order_stays_above_the_bound(tmp_path):
+    # the same 50 requests served first come, first served: the bound holds, strictly
+    fifo = tmp_path / "fifo.sq"
+    fifo.write_text(SJF.read_text().replace("queue by (out);", "queue fifo;"))
+    claims = _run_json(fifo, "--seed", "1")
+    assert claims["spt_bound"]["result"] == "holds"
+    assert claims["sjf_attains"]["result"] == "fails"
