@@ -87,3 +87,22 @@ def test_planted_bug_is_caught():
     assert PLANTED, "no generated case preempted with a queue behind the victim"
     failures = check_in_lean(PLANTED)
     assert {f.case_id for f in failures} == {i for i, _, _ in PLANTED}
+
+
+@pytest.mark.lean
+def test_a_divergence_is_shrunk_to_a_rerunnable_program(tmp_path):
+    """The planted bug's smallest case, shrunk for a round, still diverges, is no larger, and is
+    written as a program, trace and instance file that `serq run` reruns."""
+    import subprocess
+    import sys
+    if not PLANTED:
+        _collect_planted()
+    _, case, _ = min(PLANTED, key=lambda item: item[1].size())
+    small = shrink(case, _requeue_at_tail, rounds=1)
+    assert small.size() <= case.size()
+    assert check_in_lean([(0, small, observe(small, _requeue_at_tail))]), "the shrunk case no longer diverges"
+    folder = write_reproducer(small, tmp_path / "case")
+    assert {p.name for p in folder.iterdir()} == {"vllm_request.sq", "vllm_request.csv", "instance.json"}
+    run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(folder / "vllm_request.sq"),
+                          "--instance", str(folder / "instance.json")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
