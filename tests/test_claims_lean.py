@@ -123,9 +123,13 @@ def _module_of(tmp_path: Path, edit) -> Path:
     (lambda s: s.replace("set out = D;", "set out = D;\n      set think = 2;"),
      "attribute `think`: the model's sessions carry context, new, out and forced only"),
     (lambda s: s.replace("set new = P;", "set new = 2.5;"), "`new` = 2.5 is not a natural number"),
-    (lambda s: s.replace("\n}\n", "\n  claim mean: at end (count(x) >= 0);\n}\n").replace(
-        "llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe x = now;"),
+    (lambda s: s.replace("\n}\n", "\n  claim positive: at end (B > 0);\n}\n"),
      "`at end` claims are not yet stated in Lean"),
+    # the model runs the oracle program's request: a request that differs is not what it proves about
+    (lambda s: s.replace("decode (o - 1 - (known - prompt)) growing kv;", "decode (o - (known - prompt)) growing kv;"),
+     "the server's statement 4 is not the oracle request's (vllm_request.sq: the model runs that request)"),
+    (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe x = now;"),
+     "the server has 5 statements, the oracle request 4"),
 ])
 def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, edit, phrase):
     with pytest.raises(SerqError) as e:

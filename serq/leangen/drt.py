@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from serq.ir import models as ir
-from serq.leangen.fragment import FragmentEngine, FragmentProgram, environment, fragment
+from serq.leangen.fragment import FragmentEngine, FragmentProgram, environment, fragment, oracle_inputs
 from serq.link import link_file
 from serq.oracle import ORACLE_PROGRAM, TurnSpec, write_trace
 
@@ -54,18 +54,6 @@ class Observed:
 Interpreter = Callable[[ir.Program, Path], Observed]
 
 
-def inputs_of(engine: FragmentEngine) -> dict[str, str]:
-    """The oracle program's inputs that give this engine."""
-    return {
-        "block_size": str(engine.block_size),
-        "num_blocks": str(engine.kv_blocks + 1),
-        "max_num_batched_tokens": str(engine.budget),
-        "max_num_seqs": str(engine.reqs_cap),
-        "long_prefill_token_threshold": str(engine.chunk),
-        "enable_prefix_caching": "1" if engine.caching else "0",
-    }
-
-
 class _Trace:
     def __init__(self, sessions: Sessions) -> None:
         self.sessions = [(a, list(ts)) for a, ts in sessions]
@@ -77,13 +65,13 @@ def materialize(case: Case, folder: Path) -> Path:
     program = folder / ORACLE_PROGRAM.name
     shutil.copyfile(ORACLE_PROGRAM, program)
     write_trace(_Trace(case.sessions), folder / "vllm_request.csv")
-    (folder / "instance.json").write_text(json.dumps(inputs_of(case.engine), indent=2, sort_keys=True) + "\n")
+    (folder / "instance.json").write_text(json.dumps(oracle_inputs(case.engine), indent=2, sort_keys=True) + "\n")
     return program
 
 
 def link_case(case: Case, folder: Path) -> ir.Program:
     path = materialize(case, folder)
-    program = link_file(path, inputs_of(case.engine))
+    program = link_file(path, oracle_inputs(case.engine))
     frag = fragment(program, folder)
     # the program's Lean value is the case itself: the templates read it off the IR
     assert frag.engine == case.engine, (frag.engine, case.engine)

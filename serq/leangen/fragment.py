@@ -10,14 +10,16 @@ refuses anything else, naming the construct and where it stands.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from jinja2 import Environment, FileSystemLoader, StrictUndefined
 
 from serq.errors import SerqError
 from serq.ir import models as ir
+from serq.link import link_file
 from serq.link.linker import fold
-from serq.oracle import TurnSpec, read_trace
+from serq.oracle import ORACLE_PROGRAM, TurnSpec, read_trace
 from serq.syntax.ast import Span
 from serq.target import vllm_settings
 
@@ -82,9 +84,65 @@ def fragment_engine(program: ir.Program, base: Path) -> FragmentEngine:
     if program.gauges:
         raise _outside(f"gauge `{program.gauges[0].name}`", program.gauges[0].at, base)
     _check_server(program, stage.name, base)
-    return FragmentEngine(
+    engine = FragmentEngine(
         budget=s["max_num_batched_tokens"], reqs_cap=s["max_num_seqs"], kv_blocks=s["num_gpu_blocks"] - 1,
         block_size=s["block_size"], chunk=s["long_prefill_token_threshold"], caching=s["enable_prefix_caching"])
+    _check_oracle_request(program, stage.name, engine, base)
+    return engine
+
+
+def oracle_inputs(engine: FragmentEngine) -> dict[str, str]:
+    """The inputs of the oracle program (examples/oracle/vllm_request.sq) that give this engine."""
+    return {
+        "block_size": str(engine.block_size),
+        "num_blocks": str(engine.kv_blocks + 1),
+        "max_num_batched_tokens": str(engine.budget),
+        "max_num_seqs": str(engine.reqs_cap),
+        "long_prefill_token_threshold": str(engine.chunk),
+        "enable_prefix_caching": "1" if engine.caching else "0",
+    }
+
+
+def _server_shape(program: ir.Program, engine: str) -> list:
+    """The server's statements as data, without locations, the engine and its pools by role."""
+    names = {engine: "<engine>"}
+    for pool in program.pools:
+        if pool.admit_via == engine:
+            names[pool.name] = "<slots>"
+        elif pool.memory_of == engine:
+            names[pool.name] = "<kv>"
+
+    def norm(x):
+        if isinstance(x, dict):
+            return {k: norm(v) for k, v in x.items() if k != "at"}
+        if isinstance(x, list):
+            return [norm(v) for v in x]
+        if isinstance(x, str):
+            return names.get(x, x)
+        return x
+    return [norm(st.model_dump(mode="json")) for st in program.server]
+
+
+@lru_cache(maxsize=64)
+def _oracle_server_shape(engine: FragmentEngine) -> list:
+    oracle = link_file(ORACLE_PROGRAM, oracle_inputs(engine))
+    step = next(s.name for s in oracle.stages if isinstance(s.service, ir.Step))
+    return _server_shape(oracle, step)
+
+
+def _check_oracle_request(program: ir.Program, engine: str, frag: FragmentEngine, base: Path) -> None:
+    """The model's request is the oracle program's, statement for statement (up to the names of the
+    engine and its pools): a server that differs in any expression is not what the model runs, and a
+    statement proved about the model would not be about it."""
+    mine, theirs = _server_shape(program, engine), _oracle_server_shape(frag)
+    for k, (a, b) in enumerate(zip(mine, theirs)):
+        if a != b:
+            raise _outside(f"the server's statement {k + 1} is not the oracle request's "
+                           f"({ORACLE_PROGRAM.name}: the model runs that request)", program.server[k].at, base)
+    if len(mine) != len(theirs):
+        where = program.server[len(theirs)].at if len(mine) > len(theirs) else None
+        raise _outside(f"the server has {len(mine)} statements, the oracle request {len(theirs)} "
+                       f"({ORACLE_PROGRAM.name}: the model runs that request)", where, base)
 
 
 def _check_server(program: ir.Program, engine: str, base: Path) -> None:
