@@ -181,20 +181,13 @@ class FifoStage(StageMember):
         }
 
 
-class DelayStage(StageMember):
-    """Every job on its own at rate 1 (ps(present)): no waiting."""
+class _EveryJobInService(StageMember):
+    """A stage where no job waits: `n` jobs, all in service (a delay, processor sharing)."""
 
-    service = "delay"
-
-    def __init__(self, engine, name, index) -> None:
-        super().__init__(engine, name, index)
-        self.n = 0
-        self.a_n = 0.0
-        self.a_busy = 0.0
-        self.max_n = 0
-        self.heap = engine.heap
-        self.seq = engine.seq
-        self.done_fn = self.done
+    n: int
+    a_n: float
+    a_busy: float
+    max_n: int
 
     def clear_areas(self) -> None:
         self.a_n = 0.0
@@ -214,6 +207,22 @@ class DelayStage(StageMember):
 
     def n_busy(self) -> float:
         return float(self.n)
+
+
+class DelayStage(_EveryJobInService):
+    """Every job on its own at rate 1 (ps(present)): no waiting."""
+
+    service = "delay"
+
+    def __init__(self, engine, name, index) -> None:
+        super().__init__(engine, name, index)
+        self.n = 0
+        self.a_n = 0.0
+        self.a_busy = 0.0
+        self.max_n = 0
+        self.heap = engine.heap
+        self.seq = engine.seq
+        self.done_fn = self.done
 
     def work_left(self) -> float:
         now = self.E.now
@@ -282,7 +291,7 @@ class DelayStage(StageMember):
         }
 
 
-class PsStage(StageMember):
+class PsStage(_EveryJobInService):
     """ps(φ): every job at once, each at φ(present)/present, by virtual time.
 
     A job's finish tag is the virtual time at its start plus its work; virtual
@@ -307,25 +316,6 @@ class PsStage(StageMember):
         self.a_n = 0.0
         self.a_busy = 0.0
         self.max_n = 0
-
-    def clear_areas(self) -> None:
-        self.a_n = 0.0
-        self.a_busy = 0.0
-        self.max_n = self.n
-
-    def touch(self, now: float) -> None:
-        dt = now - self.t_last
-        if dt > 0.0:
-            self.a_n += self.n * dt
-            if self.n:
-                self.a_busy += dt
-            self.t_last = now
-
-    def n_queue(self) -> float:
-        return 0.0
-
-    def n_busy(self) -> float:
-        return float(self.n)
 
     def _advance(self, now: float) -> None:
         if now > self.t_v:
