@@ -87,7 +87,7 @@ def test_an_edited_claim_is_named_until_its_proof_is_updated(tmp_path):
     problems = stale_claims(root)
     assert {p.claim for p in problems} == {"bounded"}
     texts = [p.render(root) for p in problems]
-    assert all(t.startswith("examples/papers/sarathi.sq:75:3: error: claim `bounded`") for t in texts), texts
+    assert all(t.startswith("examples/papers/sarathi.sq:76:3: error: claim `bounded`") for t in texts), texts
     assert any("is not generated (run `python3 scripts/gen_lean_claims.py`)" in t for t in texts)
     assert any("older statement (Papers.Claims.Sarathi.bounded_" in t for t in texts)
     # the CLI refuses it too, naming the claim, without running Lean

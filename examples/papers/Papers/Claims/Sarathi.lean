@@ -19,7 +19,7 @@ namespace Papers.Claims.Sarathi
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "94f2d0d1c171f4537c4e036c3b7b31cbf3843c511ebaecd53071c38819a80edb"
+def irDigest : String := "7656ab66e4216b588c423ce34dd8c3df3b8d629ada6b65c0c84ba87d35e17768"
 
 /-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨256, 32, 1024, 16, 0, false⟩
@@ -32,11 +32,11 @@ def sessionOk (_k : Nat) (s : Session) : Bool :=
 def family (ss : List Session) : Bool :=
   decide (ss.length ≤ 500) && everySession sessionOk 0 ss
 
-/-- `claim stall_free: every iteration of llm (demand < B || tokens == B);` (sarathi.sq:71:3) -/
+/-- `claim stall_free: every iteration of llm (demand < B || tokens == B);` (sarathi.sq:72:3) -/
 def stall_free_3242dfb045c1 : Prop :=
   EveryIteration engine family (fun r => ((decide ((r.demand : Int) < (256 : Int))) || ((r.tokens : Int) == (256 : Int))))
 
-/-- `claim bounded: every iteration of llm (tokens <= B);` (sarathi.sq:75:3) -/
+/-- `claim bounded: every iteration of llm (tokens <= B);` (sarathi.sq:76:3) -/
 def bounded_fc8bf1a0c9c5 : Prop :=
   EveryIteration engine family (fun r => (decide ((r.tokens : Int) ≤ (256 : Int))))
 
