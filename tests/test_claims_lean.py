@@ -123,12 +123,19 @@ def _module_of(tmp_path: Path, edit) -> Path:
     (lambda s: s.replace("set out = D;", "set out = D;\n      set think = 2;"),
      "attribute `think`: the model's sessions carry context, new, out and forced only"),
     (lambda s: s.replace("set new = P;", "set new = 2.5;"), "`new` = 2.5 is not a natural number"),
-    (lambda s: s.replace("\n}\n", "\n  claim positive: at end (B > 0);\n}\n"),
-     "`at end` claims are not yet stated in Lean"),
+    (lambda s: s.replace("\n}\n", "\n  claim late: at end (now > 0);\n}\n"),
+     "`now`: in the model a claim at end reads constants and aggregates of observations"),
+    (lambda s: s.replace("\n}\n", "\n  claim fast: at end (total(tpot) >= 0);\n}\n"),
+     "reads `total(tpot)`: the model records the client's response and ttft and the observes after"),
+    (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe t = now;"),
+     "observe `t`: in the model an observed value is a natural number built from the turn's `new` and `out`"),
     # the model runs the oracle program's request: a request that differs is not what it proves about
     (lambda s: s.replace("decode (o - 1 - (known - prompt)) growing kv;", "decode (o - (known - prompt)) growing kv;"),
      "the server's statement 4 is not the oracle request's (vllm_request.sq: the model runs that request)"),
-    (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe x = now;"),
+    # an observe after the request records once per answered turn; one before it would not
+    (lambda s: s.replace("set prompt = context + new;", "observe x = new;\n    set prompt = context + new;"),
+     "the server's statement 1 is not the oracle request's"),
+    (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;"),
      "the server has 5 statements, the oracle request 4"),
 ])
 def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, edit, phrase):
@@ -168,3 +175,46 @@ def test_arrival_order_stays_above_the_bound(tmp_path):
     claims = _run_json(fifo, "--seed", "1")
     assert claims["spt_bound"]["result"] == "holds"
     assert claims["sjf_attains"]["result"] == "fails"
+
+
+AT_END = ("    llm (prompt, out, hit);\n    observe steps = out;\n    observe tokens_in = new + out;",
+          "\n  claim spt: at end (total(response) >= prefix_total(steps));"
+          "\n  claim mean: at end (total(ttft) <= 4 * count(tokens_in));\n}\n")
+
+
+def _at_end_program(tmp_path: Path) -> Path:
+    return _module_of(tmp_path, lambda s: s.replace("    llm (prompt, out, hit);", AT_END[0])
+                      .replace("\n}\n", AT_END[1]))
+
+
+def test_claims_at_end_are_stated_over_the_answered_turns(tmp_path):
+    module = claims_module(_at_end_program(tmp_path))
+    st = {s.claim: s for s in module.statements}
+    assert st["spt"].body == ("AtEnd engine family (fun ss m => (decide (((sumNat (obs_response ss m.outcomes) : Nat) "
+                              ": Int) ≥ ((prefixTotal (obs_steps ss m.outcomes) : Nat) : Int))))")
+    assert st["mean"].body == ("AtEnd engine family (fun ss m => (decide (((sumNat (obs_ttft ss m.outcomes) : Nat) : "
+                               "Int) ≤ ((4 : Int) * ((countNat (obs_tokens_in ss m.outcomes) : Nat) : Int)))))")
+    assert dict(module.observations) == {
+        "response": "o.last + 1 - arriveAt ss o.sid",
+        "steps": "match sessionTurn ss o.sid o.turn with | some t => t.out | none => 0",
+        "ttft": "o.first + 1 - arriveAt ss o.sid",
+        "tokens_in": "match sessionTurn ss o.sid o.turn with | some t => (t.new + t.out) | none => 0",
+    }
+
+
+def test_an_edited_observe_changes_the_statement_it_feeds(tmp_path):
+    before = {s.claim: s.ident for s in claims_module(_at_end_program(tmp_path)).statements}
+    path = tmp_path / "p.sq"
+    path.write_text(path.read_text().replace("observe steps = out;", "observe steps = out + 1;"))
+    after = {s.claim: s.ident for s in claims_module(path).statements}
+    assert before["spt"] != after["spt"] and before["mean"] == after["mean"]
+
+
+@pytest.mark.lean
+def test_generated_claims_at_end_type_check_in_lean(tmp_path):
+    from serq.leangen.build import compile_file
+    module = claims_module(_at_end_program(tmp_path))
+    lean = tmp_path / "AtEndClaims.lean"
+    lean.write_text(module.text())
+    result = compile_file(lean, root=REPO)
+    assert result.ok, "\n".join(str(d) for d in result.diagnostics)

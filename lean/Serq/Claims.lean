@@ -1,6 +1,7 @@
 module
 
 public import Serq.Exec
+public import Serq.Spt
 
 /-! # Claims as statements about the executable semantics
 
@@ -9,7 +10,8 @@ statements about `run` (the reference, *Claims*): over every workload of the pro
 a list of sessions that `family` accepts (at most 500 sessions; arrival steps, turn lengths and
 forced misses as the program's workload allows; the sessions that satisfy `given`) — every
 iteration record of every run satisfies the claim's expression (`EveryIteration`), or some record
-of some run does (`SomeIteration`). Runs are cut at any `fuel`, so "every run" is every prefix of
+of some run does (`SomeIteration`), or every machine at which every session has ended (nothing
+pending, waiting or running) satisfies it over the run's observations (`AtEnd`). Runs are cut at any `fuel`, so "every run" is every prefix of
 every path. `scripts/gen_lean_claims.py` writes a module per program (the family and one
 statement per claim, named with the statement's digest) and `examples/papers/ClaimsProved.lean`
 proves them.
@@ -28,6 +30,43 @@ def EveryIteration (eng : Engine) (family : List Session → Bool) (p : Record �
 def SomeIteration (eng : Engine) (family : List Session → Bool) (p : Record → Bool) : Prop :=
   ∃ sessions, family sessions = true ∧ ∃ fuel, ∃ r ∈ (run eng sessions fuel (init sessions)).records,
     p r = true
+
+/-- Every machine of every path of every workload in the family at which every session has ended
+(`quiet`: nothing pending, waiting or running) satisfies `p`, which reads the sessions (for the
+observed values) and the machine (its outcomes). -/
+def AtEnd (eng : Engine) (family : List Session → Bool) (p : List Session → Machine → Bool) : Prop :=
+  ∀ sessions, family sessions = true → ∀ fuel, (run eng sessions fuel (init sessions)).quiet = true →
+    p sessions (run eng sessions fuel (init sessions)) = true
+
+/-! ### What a claim at end reads: the observed values of the answered turns, and their aggregates -/
+
+/-- Turn `turn` of session `sid`, if the workload has it. -/
+def sessionTurn (sessions : List Session) (sid turn : Nat) : Option Turn :=
+  match sessionAt sessions sid with
+  | some s => turnAt s.turns turn
+  | none => none
+
+/-- The arrival step of session `sid` (0 if there is none). -/
+def arriveAt (sessions : List Session) (sid : Nat) : Nat :=
+  match sessionAt sessions sid with
+  | some s => s.arrive
+  | none => 0
+
+/-- `count(o)`. -/
+def countNat : List Nat → Nat
+  | [] => 0
+  | _ :: xs => countNat xs + 1
+
+/-- `largest(o)`, 0 when there is none. -/
+def largestNat : List Nat → Nat
+  | [] => 0
+  | x :: xs => max x (largestNat xs)
+
+/-- `smallest(o)`, 0 when there is none. -/
+def smallestNat : List Nat → Nat
+  | [] => 0
+  | [x] => x
+  | x :: y :: ys => min x (smallestNat (y :: ys))
 
 /-- Every session, the `k`-th of the workload counted from `k`, passes `ok k`. -/
 def everySession (ok : Nat → Session → Bool) : Nat → List Session → Bool

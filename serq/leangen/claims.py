@@ -20,12 +20,13 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.leangen.fragment import FragmentEngine, _outside, environment, fragment_engine
+from serq.leangen.fragment import FragmentEngine, _outside, environment, fragment_engine, trailing_observes
 from serq.link import link_file
 from serq.link.linker import fold
 
@@ -43,7 +44,13 @@ RECORD_FIELDS = {
 }
 #: The turn attributes the model's sessions carry, and the Lean field each is.
 TURN_FIELDS = {"new": "new", "out": "out", "forced": "forced"}
-_FORMS = {"every_iteration": "EveryIteration", "some_iteration": "SomeIteration"}
+_FORMS = {"every_iteration": "EveryIteration", "some_iteration": "SomeIteration", "at_end": "AtEnd"}
+#: A claim at end's aggregates, and the Lean function of a list of observed values each is.
+AGGREGATES = {"total": "sumNat", "count": "countNat", "largest": "largestNat", "smallest": "smallestNat",
+              "prefix_total": "prefixTotal"}
+#: The client's statistics a claim at end reads, as an answered turn's value (single-turn sessions:
+#: the turn starts when the session arrives; an answer is the end of its iteration, `last + 1`).
+CLIENT_VALUES = {"response": "o.last + 1 - arriveAt ss o.sid", "ttft": "o.first + 1 - arriveAt ss o.sid"}
 
 
 @dataclass(frozen=True)
@@ -67,6 +74,8 @@ class ClaimsModule:
     session_test: str  # Lean Bool over `k : Nat` (the session's index) and `s : Session`
     family_doc: str
     statements: list[Statement]
+    #: (name, Lean value of one answered turn `o`, its turn `t`) for each observation a claim reads
+    observations: list[tuple[str, str]] = field(default_factory=list)
 
     def text(self) -> str:
         return environment().get_template("claims.lean.j2").render(m=self)
@@ -77,8 +86,9 @@ class ClaimsModule:
 class _Translate:
     """An IR expression as Lean text, typed `Int` or `Bool` (serQ reads a non-zero number as true)."""
 
-    def __init__(self, base: Path, names: dict[str, str], what: str) -> None:
-        self.base, self.names, self.what = base, names, what
+    def __init__(self, base: Path, names: dict[str, str], what: str,
+                 observed: Callable[[ir.Observed], str] | None = None) -> None:
+        self.base, self.names, self.what, self.observed = base, names, what, observed
 
     def outside(self, why: str, e: ir.Node, at: ir.Loc | None) -> SerqError:
         return _outside(f"{self.what}: {why}", getattr(e, "at", None) or at, self.base)
@@ -98,6 +108,9 @@ class _Translate:
                 raise self.outside(f"the constant {v:g}: the model computes over whole numbers", e, at)
             return (f"({int(v)} : Int)", "int")
         if isinstance(e, ir.Ctx):
+            if not self.names:
+                raise self.outside(f"`{e.var}`: in the model a claim at end reads constants and aggregates of "
+                                   "observations", e, at)
             if e.var not in self.names:
                 raise self.outside(f"`{e.var}` is not part of the model's record here", e, at)
             return (f"({self.names[e.var]} : Int)", "int")
@@ -128,6 +141,8 @@ class _Translate:
                     "int")
         if isinstance(e, ir.Call) and e.fn in ("min", "max") and len(e.args) == 2:
             return (f"({e.fn} {self.int_(e.args[0], at)} {self.int_(e.args[1], at)})", "int")
+        if isinstance(e, ir.Observed) and self.observed is not None:
+            return (f"(({self.observed(e)} : Nat) : Int)", "int")
         raise self.outside(f"`{getattr(e, 'kind', type(e).__name__)}` is outside what the model computes", e, at)
 
 
@@ -223,25 +238,81 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsMod
     name = _module_name(path)
     record_names = {var: f"r.{field}" for var, field in RECORD_FIELDS.items()}
     step = next(s.name for s in program.stages if isinstance(s.service, ir.Step))
+    observations = _Observations(program, base)
     statements = []
     for claim in program.claims:
-        if claim.form not in _FORMS:
-            raise _outside(f"claim `{claim.name}`: `at end` claims are not yet stated in Lean", claim.at, base)
         if claim.form == "some_iteration" and _draws(program):
             raise _outside(f"claim `{claim.name}`: a `some iteration` claim is stated for a workload that does not "
                            "draw (its witness is one path); this workload draws", claim.at, base)
-        if claim.stage is None or claim.stage.stage != step:
-            raise _outside(f"claim `{claim.name}` is about a stage the model does not have", claim.at, base)
-        pred = _Translate(base, record_names, f"claim `{claim.name}`").bool_(claim.value, claim.at)
+        what = f"claim `{claim.name}`"
+        if claim.form == "at_end":
+            used: list[str] = []
+            pred = _Translate(base, {}, what, observed=lambda e: observations.aggregate(e, claim, used)) \
+                .bool_(claim.value, claim.at)
+            reads = "|".join(f"{n}={observations.values[n]}" for n in sorted(set(used)))
+            p_args = "ss m"
+        else:
+            if claim.stage is None or claim.stage.stage != step:
+                raise _outside(f"{what} is about a stage the model does not have", claim.at, base)
+            pred = _Translate(base, record_names, what).bool_(claim.value, claim.at)
+            reads, p_args = "", "r"
         given = _given_test(claim, base)
         fam = "family" if given is None else f"(fun ss => family ss && everySession (fun _ s => singleTurn (fun t => {given}) s) 0 ss)"
-        body = f"{_FORMS[claim.form]} engine {fam} (fun r => {pred})"
-        digest = hashlib.sha256(f"{engine}|{session_test}|{body}".encode()).hexdigest()[:12]
+        body = f"{_FORMS[claim.form]} engine {fam} (fun {p_args} => {pred})"
+        stated = f"{engine}|{session_test}|{body}" + (f"|{reads}" if reads else "")  # what the statement means
+        digest = hashlib.sha256(stated.encode()).hexdigest()[:12]
         statements.append(Statement(claim.name, claim.form, _claim_source(path, claim), f"{claim.name}_{digest}",
                                     digest, body, claim.at))
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
     return ClaimsModule(path, f"Papers.Claims.{name}", f"Papers.Claims.{name}", ir_digest, engine,
-                        session_test, family_doc, statements)
+                        session_test, family_doc, statements, observations.used())
+
+
+class _Observations:
+    """The values a claim at end aggregates: the client's (`response`, `ttft`) and the server's
+    `observe`s after its request, one per answered turn, as Lean functions of the outcomes."""
+
+    def __init__(self, program: ir.Program, base: Path) -> None:
+        self.base = base
+        self.values: dict[str, str] = dict(CLIENT_VALUES)
+        self.wanted: list[str] = []
+        observes = trailing_observes(program)
+        for st in observes:
+            if st.name in self.values:
+                raise _outside(f"observe `{st.name}` written twice: the model records one value per turn",
+                               st.at, base)
+            value = self._nat(st.value, st)
+            self.values[st.name] = f"match sessionTurn ss o.sid o.turn with | some t => {value} | none => 0"
+
+    def _nat(self, e: ir.Expr, st: ir.ObserveStmt) -> str:
+        """An observed value in the model: a natural number built from the turn's `new` and `out` and
+        whole constants with +, *, min and max (what it records for every answered turn)."""
+        v = fold(e)
+        if v is not None:
+            if math.isnan(v) or math.isinf(v) or v != int(v) or v < 0:
+                raise _outside(f"observe `{st.name}`: the constant {v:g} is not a natural number", st.at, self.base)
+            return str(int(v))
+        if isinstance(e, ir.Attr) and e.name in ("new", "out"):
+            return f"t.{e.name}"
+        if isinstance(e, ir.Binary) and e.op in ("add", "mul"):
+            sym = "+" if e.op == "add" else "*"
+            return f"({self._nat(e.lhs, st)} {sym} {self._nat(e.rhs, st)})"
+        if isinstance(e, ir.Call) and e.fn in ("min", "max") and len(e.args) == 2:
+            return f"({e.fn} {self._nat(e.args[0], st)} {self._nat(e.args[1], st)})"
+        raise _outside(f"observe `{st.name}`: in the model an observed value is a natural number built from the "
+                       "turn's `new` and `out` and whole constants with +, *, min and max", st.at, self.base)
+
+    def aggregate(self, e: ir.Observed, claim: ir.Claim, used: list[str]) -> str:
+        if e.name not in self.values:
+            raise _outside(f"claim `{claim.name}` reads `{e.fn}({e.name})`: the model records the client's "
+                           "response and ttft and the observes after the server's request", claim.at, self.base)
+        used.append(e.name)
+        if e.name not in self.wanted:
+            self.wanted.append(e.name)
+        return f"{AGGREGATES[e.fn]} (obs_{e.name} ss m.outcomes)"
+
+    def used(self) -> list[tuple[str, str]]:
+        return [(n, self.values[n]) for n in self.wanted]
 
 
 def _draws(program: ir.Program) -> bool:

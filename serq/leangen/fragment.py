@@ -120,7 +120,17 @@ def _server_shape(program: ir.Program, engine: str) -> list:
         if isinstance(x, str):
             return names.get(x, x)
         return x
-    return [norm(st.model_dump(mode="json")) for st in program.server]
+    request = program.server[:len(program.server) - len(trailing_observes(program))]
+    return [norm(st.model_dump(mode="json")) for st in request]
+
+
+def trailing_observes(program: ir.Program) -> list[ir.ObserveStmt]:
+    """The `observe` statements that end the server, after its request: they read and do not act,
+    and record once per answered turn, which is what the model's outcomes give."""
+    k = len(program.server)
+    while k > 0 and isinstance(program.server[k - 1], ir.ObserveStmt):
+        k -= 1
+    return list(program.server[k:])
 
 
 @lru_cache(maxsize=64)
@@ -132,8 +142,8 @@ def _oracle_server_shape(engine: FragmentEngine) -> list:
 
 def _check_oracle_request(program: ir.Program, engine: str, frag: FragmentEngine, base: Path) -> None:
     """The model's request is the oracle program's, statement for statement (up to the names of the
-    engine and its pools): a server that differs in any expression is not what the model runs, and a
-    statement proved about the model would not be about it."""
+    engine and its pools, and `observe`s after it): a server that differs in any expression is not
+    what the model runs, and a statement proved about the model would not be about it."""
     mine, theirs = _server_shape(program, engine), _oracle_server_shape(frag)
     for k, (a, b) in enumerate(zip(mine, theirs)):
         if a != b:
