@@ -13,7 +13,7 @@ from serq.errors import SerqError, render
 from serq.leangen.commands import lean
 from serq.sim.commands import run
 from serq.sim.oracle_run import oracle
-from serq.leangen.export_cmd import export
+from serq.leangen.export_cmd import claims, export
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -23,6 +23,7 @@ def main() -> None:
 
 
 lean.add_command(export)
+lean.add_command(claims)
 main.add_command(lean)
 main.add_command(run)
 main.add_command(oracle)

@@ -218,3 +218,15 @@ def test_generated_claims_at_end_type_check_in_lean(tmp_path):
     lean.write_text(module.text())
     result = compile_file(lean, root=REPO)
     assert result.ok, "\n".join(str(d) for d in result.diagnostics)
+
+
+def test_serq_lean_claims_prints_the_generated_module_or_refuses_with_the_location():
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "lean", "claims", "examples/papers/sarathi.sq"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout == (PAPERS / "Papers" / "Claims" / "Sarathi.lean").read_text()
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "lean", "claims", str(SJF)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert "sjf.sq:27:3: error: outside the Lean fragment:" in out.stderr
+    assert "FCFS policy serves its waiting queue first come, first served" in out.stderr

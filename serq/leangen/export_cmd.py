@@ -29,3 +29,23 @@ def export(file, extra, sets, instance, namespace) -> None:
         click.echo(render_program(fragment(program, Path(file).parent), ns), nl=False)
 
     body()
+
+
+@click.command("claims")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("extra", nargs=-1)
+@click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
+@click.option("--instance", type=click.Path(dir_okay=False), help="A JSON file of input values.")
+def claims(file, extra, sets, instance) -> None:
+    """Print the Lean statements of FILE's claims (the module scripts/gen_lean_claims.py writes for
+    the programs under examples/papers/); refuse, with the construct's location, what the model
+    cannot state."""
+    from serq.cli import guarded, supplied_inputs
+
+    @guarded
+    def body() -> None:
+        from serq.leangen.claims import claims_module
+        module = claims_module(Path(file), supplied_inputs(sets, instance, extra))
+        click.echo(module.text(), nl=False)
+
+    body()
