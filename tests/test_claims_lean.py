@@ -28,7 +28,7 @@ def _run_json(path: Path, *args: str) -> dict:
 
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
-    assert {p.name for p in programs} >= {"sarathi.sq", "li_dai_peng.sq"}
+    assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -45,6 +45,11 @@ def test_li_dai_peng_claims_on_the_simulated_path():
     assert claims["work_conserving"]["result"] == "holds"
     witness = claims["capped_batch_idles"]
     assert (witness["result"], witness["time"], witness["iteration"]) == ("witnessed", 1.0, 1)
+
+
+@pytest.mark.parametrize("seed", ["1", "2"])
+def test_smiths_bound_holds_on_the_simulated_path(seed):
+    assert _run_json(PAPERS / "smith_spt.sq", "--seed", seed)["spt_bound"]["result"] == "holds"
 
 
 def test_the_phase_separated_variant_fails_at_its_first_idle_iteration():

@@ -4,6 +4,8 @@ public import Serq.Full
 public import Serq.Within
 public import Papers.Claims.Sarathi
 public import Papers.Claims.LiDaiPeng
+public import Papers.Claims.SmithSpt
+public import Serq.OneAtATime
 
 /-! # The proofs of the paper programs' claims
 
@@ -61,5 +63,67 @@ model for three steps and finds that record. -/
 theorem li_dai_peng_capped_batch_idles : Papers.Claims.LiDaiPeng.capped_batch_idles_d16cad48f199 :=
   ⟨[⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩],
     by decide +kernel, 3, by decide +kernel⟩
+
+/-! ## Smith 1956 (`smith_spt.sq`) -/
+
+/-- The answered turns as jobs: (service time `out`, completion time `last + 1`). -/
+def sptJobs (ss : List Session) : List Outcome → List (Nat × Nat)
+  | [] => []
+  | o :: os => (turnOut ss o.sid o.turn, o.last + 1) :: sptJobs ss os
+
+theorem smith_steps_eq (ss : List Session) :
+    ∀ os, Papers.Claims.SmithSpt.obs_steps ss os = sizes (sptJobs ss os)
+  | [] => rfl
+  | o :: os => by
+    simp only [Papers.Claims.SmithSpt.obs_steps, sptJobs, sizes, smith_steps_eq ss os, List.cons.injEq,
+      and_true]
+    unfold sessionTurn turnOut
+    rcases sessionAt ss o.sid with _ | s
+    · rfl
+    · dsimp only
+      rcases turnAt s.turns o.turn with _ | t <;> rfl
+
+theorem smith_response_eq (ss : List Session) (h0 : ∀ sid, arriveAt ss sid = 0) :
+    ∀ os, sumNat (Papers.Claims.SmithSpt.obs_response ss os) = sumCompletions (sptJobs ss os)
+  | [] => rfl
+  | o :: os => by
+    simp only [Papers.Claims.SmithSpt.obs_response, sptJobs, sumNat, sumCompletions, h0,
+      smith_response_eq ss h0 os, Nat.sub_zero]
+
+theorem smith_doneBy_eq (ss : List Session) (t : Nat) :
+    ∀ os, sumSizesDoneBy t (sptJobs ss os) = outDoneBy ss t os
+  | [] => rfl
+  | o :: os => by
+    simp only [sptJobs, sumSizesDoneBy, outDoneBy, smith_doneBy_eq ss t os, Nat.add_one_le_iff]
+
+/-- Smith's bound for every batch of the family, at every machine of its path (the end included):
+the vLLM engine runs one request at a time, so the output lengths of the requests answered before
+`t` sum to at most `t` (`one_at_a_time_rate`, lean/Serq/OneAtATime.lean: prompts are not empty, as
+the family's are 8 tokens); `spt_lower_bound` (lean/Serq/Spt.lean) turns that rate into the bound.
+Every request arrives at 0, so its response is its completion time. -/
+theorem smith_spt_bound : Papers.Claims.SmithSpt.spt_bound_1423cadae622 := by
+  intro ss hfam fuel _
+  have hs : ∀ s ∈ ss, s.arrive = 0 ∧ ∃ t, s.turns = [t] ∧ t.new = 8 := by
+    intro s hs
+    simp only [Papers.Claims.SmithSpt.family, Bool.and_eq_true] at hfam
+    obtain ⟨k, hk⟩ := everySession_mem _ 0 ss hfam.2 s hs
+    simp only [Papers.Claims.SmithSpt.sessionOk, Bool.and_eq_true, beq_iff_eq] at hk
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hk.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hk.1, t, ht, hok.1.2⟩
+  have h0 : ∀ sid, arriveAt ss sid = 0 := arriveAt_zero (fun s h => (hs s h).1)
+  have hnew : ∀ s ∈ ss, ∀ t ∈ s.turns.head?, 0 < t.new := by
+    intro s h t ht
+    obtain ⟨_, t', h1, h2⟩ := hs s h
+    rw [h1] at ht
+    simp only [List.head?_cons, Option.mem_def, Option.some.injEq] at ht
+    subst ht
+    omega
+  have rate := one_at_a_time_rate Papers.Claims.SmithSpt.engine ss fuel rfl hnew
+  have key := spt_lower_bound 1 (sptJobs ss (run Papers.Claims.SmithSpt.engine ss fuel (init ss)).outcomes)
+    (fun t => by rw [smith_doneBy_eq]; simpa using rate t)
+  simp only [decide_eq_true_eq]
+  rw [smith_steps_eq, smith_response_eq ss h0]
+  omega
 
 end Papers

@@ -79,6 +79,42 @@ def singleTurn (ok : Turn → Bool) (s : Session) : Bool :=
   | [t] => ok t
   | _ => false
 
+/-! ### Reading a family: what `family ss = true` says of each session -/
+
+theorem everySession_mem (ok : Nat → Session → Bool) :
+    ∀ (k : Nat) (ss : List Session), everySession ok k ss = true → ∀ s ∈ ss, ∃ j, ok j s = true
+  | _, [], _, s, hs => by simp at hs
+  | k, x :: xs, h, s, hs => by
+    simp only [everySession, Bool.and_eq_true] at h
+    rcases List.mem_cons.mp hs with rfl | hs
+    · exact ⟨k, h.1⟩
+    · exact everySession_mem ok (k + 1) xs h.2 s hs
+
+theorem singleTurn_true {ok : Turn → Bool} {s : Session} (h : singleTurn ok s = true) :
+    ∃ t, s.turns = [t] ∧ ok t = true := by
+  unfold singleTurn at h
+  cases hs : s.turns with
+  | nil => rw [hs] at h; simp at h
+  | cons t rest =>
+    cases rest with
+    | nil => rw [hs] at h; exact ⟨t, rfl, h⟩
+    | cons _ _ => rw [hs] at h; simp at h
+
+theorem sessionAt_mem : ∀ (ss : List Session) (i : Nat) (s : Session), sessionAt ss i = some s → s ∈ ss
+  | [], _, _, h => by simp [sessionAt] at h
+  | x :: _, 0, s, h => by
+    simp only [sessionAt, Option.some.injEq] at h
+    subst h
+    exact List.mem_cons_self
+  | _ :: xs, i + 1, s, h => List.mem_cons_of_mem _ (sessionAt_mem xs i s h)
+
+/-- When every session arrives at 0, every turn's `arriveAt` is 0. -/
+theorem arriveAt_zero {ss : List Session} (h : ∀ s ∈ ss, s.arrive = 0) (sid : Nat) : arriveAt ss sid = 0 := by
+  unfold arriveAt
+  cases hq : sessionAt ss sid with
+  | none => rfl
+  | some s => exact h s (sessionAt_mem ss sid s hq)
+
 /-- A claim proved for a family holds for every smaller family. -/
 theorem EveryIteration.mono {eng : Engine} {f g : List Session → Bool} {p : Record → Bool}
     (h : EveryIteration eng f p) (sub : ∀ ss, g ss = true → f ss = true) : EveryIteration eng g p :=
