@@ -128,6 +128,8 @@ def _module_of(tmp_path: Path, edit) -> Path:
     (lambda s: s.replace("set out = D;", "set out = D;\n      set think = 2;"),
      "attribute `think`: the model's sessions carry context, new, out and forced only"),
     (lambda s: s.replace("set new = P;", "set new = 2.5;"), "`new` = 2.5 is not a natural number"),
+    # an infinite constant is refused like any other that is not a natural number (not a crash)
+    (lambda s: s.replace("set new = P;", "set new = inf;"), "`new` = inf is not a natural number"),
     (lambda s: s.replace("\n}\n", "\n  claim late: at end (now > 0);\n}\n"),
      "`now`: in the model a claim at end reads constants and aggregates of observations"),
     (lambda s: s.replace("\n}\n", "\n  claim fast: at end (total(tpot) >= 0);\n}\n"),
@@ -148,6 +150,8 @@ def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, ed
         claims_module(_module_of(tmp_path, edit))
     assert phrase in e.value.message
     assert "outside the Lean fragment" in e.value.message
+    if "not a natural number" in phrase or "attribute `" in phrase:
+        assert e.value.span is not None, "an attribute's refusal names its `set`"
 
 
 def test_given_restricts_the_family(tmp_path):

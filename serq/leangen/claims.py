@@ -67,11 +67,11 @@ class Statement:
 @dataclass(frozen=True)
 class ClaimsModule:
     program: Path
-    module: str        # e.g. `Papers.Claims.Sarathi`
-    namespace: str
+    namespace: str     # also the module's name, e.g. `Papers.Claims.Sarathi`
     ir_digest: str
     engine: FragmentEngine
     session_test: str  # Lean Bool over `k : Nat` (the session's index) and `s : Session`
+    index_param: str   # `k` when the test reads the index (renewal arrivals), else `_k`
     family_doc: str
     statements: list[Statement]
     #: (name, Lean value of one answered turn `o`, its turn `t`) for each observation a claim reads
@@ -79,6 +79,11 @@ class ClaimsModule:
 
     def text(self) -> str:
         return environment().get_template("claims.lean.j2").render(m=self)
+
+
+def _whole(v: float) -> bool:
+    """Whether a folded constant is a whole number (the model computes over ℕ and ℤ)."""
+    return math.isfinite(v) and v == int(v)
 
 
 # --------------------------------------------------------------------------- expressions
@@ -104,7 +109,7 @@ class _Translate:
     def expr(self, e: ir.Expr, at: ir.Loc | None) -> tuple[str, str]:
         v = fold(e)
         if v is not None:
-            if math.isnan(v) or math.isinf(v) or v != int(v):
+            if not _whole(v):
                 raise self.outside(f"the constant {v:g}: the model computes over whole numbers", e, at)
             return (f"({int(v)} : Int)", "int")
         if isinstance(e, ir.Ctx):
@@ -152,33 +157,33 @@ def _attribute_tests(program: ir.Program, base: Path) -> tuple[list[str], list[s
     """Lean tests of a turn `t` for the workload's sets, and a description of each."""
     wl = program.workload
     tests, doc = ["t.think == 0"], []
-    seen: dict[str, ir.Expr] = {}
+    seen: dict[str, ir.SetStmt] = {}
     for st in [*wl.init, *wl.turn]:
         if not isinstance(st, ir.SetStmt):
             raise _outside(f"`{st.kind}` in the workload: a session of the family only sets its attributes",
                            getattr(st, "at", None), base)
         if st.name in seen:
             raise _outside(f"attribute `{st.name}` set twice in the workload", st.at, base)
-        seen[st.name] = st.value
+        seen[st.name] = st
     context = seen.pop("context", None)
-    if context is None or fold(context) != 0:
-        raise _outside("the model's sessions start with `set context = 0;`", getattr(context, "at", None), base)
+    if context is None or fold(context.value) != 0:
+        raise _outside("the model's sessions start with `set context = 0;`", context and context.at, base)
     for name in ("new", "out", "forced"):
-        value = seen.pop(name, None)
-        if value is None:
+        st = seen.pop(name, None)
+        if st is None:
             if name == "forced":
                 tests.append("t.forced == false")
                 doc.append("no forced miss")
                 continue
             raise _outside(f"the workload does not set `{name}`, which the model's turn carries", None, base)
-        v = fold(value)
+        v = fold(st.value)
         if v is None:
-            if not any(isinstance(x, ir.Draw) for x in ir.walk(value)):
-                raise _outside(f"`{name}` is computed, not constant or drawn", getattr(value, "at", None), base)
+            if not any(isinstance(x, ir.Draw) for x in ir.walk(st.value)):
+                raise _outside(f"`{name}` is computed, not constant or drawn", st.at, base)
             doc.append(f"`{name}` any natural number (drawn)")
             continue
-        if v != int(v) or v < 0:
-            raise _outside(f"`{name}` = {v:g} is not a natural number", getattr(value, "at", None), base)
+        if not _whole(v) or v < 0:
+            raise _outside(f"`{name}` = {v:g} is not a natural number", st.at, base)
         if name == "forced":
             tests.append(f"t.forced == {'true' if v else 'false'}")
             doc.append("a forced miss" if v else "no forced miss")
@@ -188,11 +193,12 @@ def _attribute_tests(program: ir.Program, base: Path) -> tuple[list[str], list[s
     if seen:
         name = sorted(seen)[0]
         raise _outside(f"attribute `{name}`: the model's sessions carry context, new, out and forced only",
-                       None, base)
+                       seen[name].at, base)
     return tests, doc
 
 
-def _session_test(program: ir.Program, base: Path) -> tuple[str, str]:
+def _session_test(program: ir.Program, base: Path) -> tuple[str, str, bool]:
+    """A session of the family as a Lean test, its description, and whether it reads the index `k`."""
     wl = program.workload
     if [s.kind for s in wl.session] != ["turn"]:
         raise _outside("the family's sessions are single-turn (`turn;`)", None, base)
@@ -203,7 +209,7 @@ def _session_test(program: ir.Program, base: Path) -> tuple[str, str]:
         arrive, arrive_doc = "s.arrive == 0", "every session at step 0 (batch)"
     elif isinstance(arrival, ir.Renewal):
         gap = fold(arrival.gap)
-        if gap is None or gap != int(gap) or gap <= 0:
+        if gap is None or not _whole(gap) or gap <= 0:
             raise _outside("a renewal gap in the model is a constant whole number of steps", None, base)
         arrive, arrive_doc = f"s.arrive == (k + 1) * {int(gap)}", f"the k-th session (from 0) at step (k + 1) * {int(gap)}"
     else:
@@ -212,7 +218,7 @@ def _session_test(program: ir.Program, base: Path) -> tuple[str, str]:
     tests, doc = _attribute_tests(program, base)
     turn = f"singleTurn (fun t => {' && '.join(tests)}) s"
     test = turn if arrive == "true" else f"{arrive} && {turn}"
-    return test, f"{arrive_doc}; one turn each, no think time; " + ", ".join(doc)
+    return test, f"{arrive_doc}; one turn each, no think time; " + ", ".join(doc), isinstance(arrival, ir.Renewal)
 
 
 def _given_test(claim: ir.Claim, base: Path) -> str | None:
@@ -234,7 +240,7 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsMod
     program = link_file(path, inputs or {})
     base = path.parent
     engine = fragment_engine(program, base)
-    session_test, family_doc = _session_test(program, base)
+    session_test, family_doc, reads_index = _session_test(program, base)
     name = _module_name(path)
     record_names = {var: f"r.{field}" for var, field in RECORD_FIELDS.items()}
     step = next(s.name for s in program.stages if isinstance(s.service, ir.Step))
@@ -264,8 +270,8 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsMod
         statements.append(Statement(claim.name, claim.form, _claim_source(path, claim), f"{claim.name}_{digest}",
                                     digest, body, claim.at))
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
-    return ClaimsModule(path, f"Papers.Claims.{name}", f"Papers.Claims.{name}", ir_digest, engine,
-                        session_test, family_doc, statements, observations.used())
+    return ClaimsModule(path, f"Papers.Claims.{name}", ir_digest, engine, session_test,
+                        "k" if reads_index else "_k", family_doc, statements, observations.used())
 
 
 class _Observations:
@@ -289,7 +295,7 @@ class _Observations:
         whole constants with +, *, min and max (what it records for every answered turn)."""
         v = fold(e)
         if v is not None:
-            if math.isnan(v) or math.isinf(v) or v != int(v) or v < 0:
+            if not _whole(v) or v < 0:
                 raise _outside(f"observe `{st.name}`: the constant {v:g} is not a natural number", st.at, self.base)
             return str(int(v))
         if isinstance(e, ir.Attr) and e.name in ("new", "out"):
