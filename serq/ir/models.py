@@ -14,6 +14,8 @@ from typing import Annotated, Literal, Union
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
+from serq.blocks import walk_stmts  # noqa: F401  (re-exported: `ir.walk_stmts`, `ast.walk_stmts`)
+
 IR_VERSION = 1
 
 
@@ -541,14 +543,6 @@ def walk(node):
                 stack.extend(x for x in v if isinstance(x, Node))
 
 
-def walk_stmts(body: list):
-    """Every statement of a block, nested blocks included, in order."""
-    for s in body:
-        yield s
-        for name in ("body", "then", "otherwise"):
-            inner = getattr(s, name, None)
-            if isinstance(inner, list):
-                yield from walk_stmts(inner)
 
 
 def _canonical(data):

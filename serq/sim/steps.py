@@ -467,10 +467,7 @@ class StepStage(StageMember):
                     t = pos + 1.0
                     if t > a.units:
                         self.budget = budget
-                        self.b_tok += n
-                        self.b_dec += n
-                        self.b_kvd += kvd
-                        self.b_att += kvd + n
+                        self._add_decodes(n, kvd)
                         n = kvd = 0.0
                         m = a.member
                         ok = self.grow(J, a, m, t, m.up(t))
@@ -487,16 +484,18 @@ class StepStage(StageMember):
                 kvd += pos
                 continue
             self.budget = budget
-            self.b_tok += n
-            self.b_dec += n
-            self.b_kvd += kvd
-            self.b_att += kvd + n
+            self._add_decodes(n, kvd)
             n = kvd = 0.0
             if budget <= 0.0 or self.stop_serve:
                 return
             self.serve_one(J)
             budget = self.budget
         self.budget = budget
+        self._add_decodes(n, kvd)
+
+    def _add_decodes(self, n: float, kvd: float) -> None:
+        """Count `n` decodes at KV positions summing to `kvd` in the iteration's batch (the serving
+        loop adds them up in locals and counts them here before anything else reads the batch)."""
         self.b_tok += n
         self.b_dec += n
         self.b_kvd += kvd

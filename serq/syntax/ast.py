@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Union
 
+from serq.blocks import walk_stmts  # noqa: F401  (re-exported: `ir.walk_stmts`, `ast.walk_stmts`)
+
 
 @dataclass(frozen=True)
 class Span:
@@ -344,14 +346,6 @@ Stmt = Union[
 ]
 
 
-def walk_stmts(body: list):
-    """Every statement of a block, nested blocks included, in order."""
-    for s in body:
-        yield s
-        for name in ("body", "then", "otherwise"):
-            inner = getattr(s, name, None)
-            if isinstance(inner, list):
-                yield from walk_stmts(inner)
 
 
 # ------------------------------------------------------------------ declarations
