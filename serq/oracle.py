@@ -14,9 +14,15 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
 from serq.errors import SerqError
 
-ORACLE_PROGRAM = Path(__file__).resolve().parent.parent / "examples" / "oracle" / "vllm_request.sq"
+# The oracle program ships with the package (a plain install runs `serq oracle`);
+# examples/oracle/vllm_request.sq is a link to it.
+ORACLE_PROGRAM = Path(__file__).resolve().parent / "programs" / "vllm_request.sq"
 TRACE_COLUMNS = ("session", "arrive", "new", "out", "think", "forced")
 
 
@@ -30,10 +36,12 @@ class TurnSpec:
 
 @dataclass(frozen=True)
 class Expected:
-    first: int
-    last: int
+    """What vLLM did with one request. `first`/`last` are None when vLLM never produced that token
+    within the scenario's steps (a file with `did_not_finish: true`)."""
+    first: int | None
+    last: int | None
     preemptions: int
-    cached: int | None  # num_cached_tokens, in the prefix-cache set
+    cached: int | None  # num_cached_tokens, in the prefix-cache sets
 
 
 @dataclass
@@ -44,38 +52,180 @@ class Scenario:
     sessions: list[tuple[int, list[TurnSpec]]]  # (arrive step, turns)
     ids: dict[tuple[int, int], str] = field(default_factory=dict)  # (session, turn) -> the scenario's id
     expected: dict[tuple[int, int], Expected] = field(default_factory=dict)
+    steps: int | None = None  # how many times the driver called schedule() (None: not recorded)
+    did_not_finish: bool = False
+    trace: list[dict[str, int]] | None = None  # per step: request id -> tokens scheduled
+
+
+def scenario_paths(root: str | Path) -> list[Path]:
+    """The scenario files of every shared set under `root` (tests/data/oracle), without the sets'
+    SUMMARY.json."""
+    return sorted(p for p in Path(root).glob("vllm-v1*/*.json") if p.name != "SUMMARY.json")
+
+
+class SummaryFile(SerqError):
+    """The file is a scenario set's SUMMARY.json, not a scenario: `serq oracle` skips it."""
+
+
+# ------------------------------------------------------------------ the file format, validated
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+
+Count = Annotated[int, Field(ge=0, le=10**9)]
+Positive = Annotated[int, Field(ge=1, le=10**9)]
+
+
+class ScenarioConfig(_Strict):
+    block_size: Positive
+    num_blocks: Annotated[int, Field(ge=2, le=10**7)]  # one is vLLM's null block
+    max_num_batched_tokens: Positive
+    max_num_seqs: Positive
+    long_prefill_token_threshold: Count = 0
+    enable_prefix_caching: bool = False
+    max_model_len: Positive | None = None
+
+
+class RequestSpec(_Strict):
+    id: str
+    prompt: Positive
+    out: Positive
+    arrive: Count
+
+
+class TurnFile(_Strict):
+    new: Count
+    out: Positive
+    think: Count = 0
+    miss: bool = False
+
+
+class SessionSpec(_Strict):
+    id: str
+    arrive: Count
+    turns: Annotated[list[TurnFile], Field(min_length=1, max_length=10_000)]
+
+
+class ScenarioInputs(_Strict):
+    name: str | None = None
+    description: str = ""
+    config: ScenarioConfig
+    max_steps: Count | None = None
+    requests: Annotated[list[RequestSpec], Field(min_length=1, max_length=100_000)] | None = None
+    sessions: Annotated[list[SessionSpec], Field(min_length=1, max_length=100_000)] | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self):
+        if (self.requests is None) == (self.sessions is None):
+            raise ValueError("a scenario gives either `requests` or `sessions`")
+        return self
+
+
+class ResultSpec(_Strict):
+    first_token_step: Count | None
+    last_token_step: Count | None
+    preemptions: Count
+    num_cached_tokens: Count | None = None
+    prompt_len: Positive | None = None
+
+
+class StepTrace(_Strict):
+    step: Count
+    scheduled: dict[str, Positive]
+
+
+class ScenarioOutput(_Strict):
+    schedule_calls: Count | None = None
+    results: dict[str, ResultSpec]
+    trace: list[StepTrace] | None = None
+
+
+class ScenarioFile(_Strict):
+    scenario: ScenarioInputs
+    output: ScenarioOutput
+    did_not_finish: bool = False
+
+
+def _location(loc: tuple) -> str:
+    return "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "(top level)"
 
 
 def load_scenario(path: str | Path) -> Scenario:
+    """Read and validate an oracle scenario file; a file that is not one is refused with the JSON path
+    of the first field at fault."""
     path = Path(path)
     try:
-        data = json.loads(path.read_text())
-        sc, out = data["scenario"], data["output"]
-        config = sc["config"]
-        results = out["results"]
+        text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SerqError(f"no such scenario file: {path}", None, "usage") from None
-    except (OSError, ValueError, KeyError, TypeError) as e:
-        raise SerqError(f"{path}: not an oracle scenario ({e})", None, "usage") from None
-    scenario = Scenario(sc.get("name", path.stem), path, config, [])
-    if "requests" in sc:
-        for i, r in enumerate(sc["requests"]):
-            scenario.sessions.append((int(r["arrive"]), [TurnSpec(int(r["prompt"]), int(r["out"]))]))
-            scenario.ids[(i, 0)] = r["id"]
+    except IsADirectoryError:
+        raise SerqError(f"{path}: a folder, not a scenario file", None, "usage") from None
+    except UnicodeDecodeError as e:
+        raise SerqError(f"{path}: not UTF-8 (byte {e.start})", None, "usage") from None
+    except OSError as e:
+        raise SerqError(f"{path}: {e.strerror}", None, "usage") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SerqError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}", None, "usage") from None
+    except (RecursionError, ValueError) as e:  # nesting past the parser's depth, a number too long
+        raise SerqError(f"{path}: not a JSON file serQ reads ({type(e).__name__}: {str(e)[:200]})", None,
+                        "usage") from None
+    if isinstance(data, dict) and "scenario" not in data and "scenarios" in data:
+        raise SummaryFile(f"{path}: a summary of a scenario set, not a scenario (give its scenario files)",
+                          None, "usage")
+    try:
+        doc = ScenarioFile.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        msg = "should be an object" if err["type"] in ("model_type", "dict_type") else err["msg"]
+        raise SerqError(f"{path}: not an oracle scenario: {_location(err['loc'])}: {msg}", None,
+                        "usage") from None
+    except RecursionError:
+        raise SerqError(f"{path}: not an oracle scenario: nested too deeply", None, "usage") from None
+    return _scenario(doc, path)
+
+
+def _scenario(doc: ScenarioFile, path: Path) -> Scenario:
+    sc, out = doc.scenario, doc.output
+    results = out.results
+    scenario = Scenario(sc.name or path.stem, path, sc.config.model_dump(), [],
+                        steps=out.schedule_calls, did_not_finish=doc.did_not_finish,
+                        trace=[t.scheduled for t in out.trace] if out.trace is not None else None)
+    if sc.requests is not None:
+        for i, r in enumerate(sc.requests):
+            scenario.sessions.append((r.arrive, [TurnSpec(r.prompt, r.out)]))
+            scenario.ids[(i, 0)] = r.id
     else:
-        for i, s in enumerate(sc["sessions"]):
-            turns = [TurnSpec(int(t["new"]), int(t["out"]), int(t.get("think", 0)), bool(t.get("miss", False)))
-                     for t in s["turns"]]
-            scenario.sessions.append((int(s["arrive"]), turns))
-            for j in range(len(turns)):
-                scenario.ids[(i, j)] = f"{s['id']}t{j}"
+        for i, s in enumerate(sc.sessions):
+            turns = []
+            context = 0  # the tokens the turn's prompt carries from the turns before it
+            for j, t in enumerate(s.turns):
+                rid = f"{s.id}t{j}"
+                new = t.new
+                r = results.get(rid)
+                if r is not None and r.prompt_len is not None:
+                    # vLLM's prompt length is the truth: a forced miss puts a nonce token at the head of
+                    # its prompt, which that turn and every later one carry
+                    new = r.prompt_len - context
+                    if new not in (t.new, t.new + 1) or (new != t.new and not t.miss):
+                        raise SerqError(f"{path}: results.{rid}.prompt_len is {r.prompt_len}: the turns before "
+                                        f"it and its {t.new} new token(s) make {context + t.new}", None, "usage")
+                turns.append(TurnSpec(new, t.out, t.think, t.miss))
+                context += new + t.out
+                scenario.ids[(i, j)] = rid
+            scenario.sessions.append((s.arrive, turns))
+    if len(set(scenario.ids.values())) != len(scenario.ids):
+        raise SerqError(f"{path}: two requests share an id", None, "usage")
     for key, rid in scenario.ids.items():
         r = results.get(rid)
         if r is None:
             continue
-        scenario.expected[key] = Expected(int(r["first_token_step"]), int(r["last_token_step"]),
-                                          int(r["preemptions"]),
-                                          int(r["num_cached_tokens"]) if "num_cached_tokens" in r else None)
+        if not doc.did_not_finish and (r.first_token_step is None or r.last_token_step is None):
+            raise SerqError(f"{path}: results.{rid}: a request vLLM did not finish in a file without "
+                            "`did_not_finish: true`", None, "usage")
+        scenario.expected[key] = Expected(r.first_token_step, r.last_token_step, r.preemptions,
+                                          r.num_cached_tokens)
     return scenario
 
 

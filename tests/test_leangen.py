@@ -13,7 +13,7 @@ from serq.errors import SerqError
 from serq.leangen.fragment import fragment, render_program
 from serq.leangen.oracle_lean import instance_ir
 from serq.link import link_file
-from serq.oracle import load_scenario
+from serq.oracle import load_scenario, scenario_paths
 
 ORACLE = REPO / "tests" / "data" / "oracle"
 
@@ -27,9 +27,9 @@ def test_generated_oracle_modules_are_fresh():
 
 def test_every_shared_scenario_has_a_theorem():
     text = "".join(p.read_text() for p in (REPO / "lean" / "Serq" / "Oracle").glob("*.lean"))
-    for path in ORACLE.glob("vllm-v1*/*.json"):
+    for path in scenario_paths(ORACLE):
         assert f"namespace {path.stem}\n" in text or f"namespace s_{path.stem}\n" in text, path.stem
-    assert text.count("theorem agrees_with_vllm") == len(list(ORACLE.glob("vllm-v1*/*.json")))
+    assert text.count("theorem agrees_with_vllm") == len(scenario_paths(ORACLE))
 
 
 def test_scenario_fragment_reads_the_config_through_the_ir():

@@ -3,21 +3,28 @@ iterations are computed by hand (docs/engines.md)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from simtools import REPO, run_example
-from serq.oracle import load_scenario
-from serq.sim.oracle_run import compare, run_scenario
+from serq.oracle import load_scenario, scenario_paths
+from serq.sim.oracle_run import compare, first_differing_step, run_scenario
 
 ORACLE = REPO / "tests" / "data" / "oracle"
-SCENARIOS = sorted(ORACLE.glob("vllm-v1*/*.json"))
+SCENARIOS = scenario_paths(ORACLE)
 
 
 def test_every_oracle_set_is_here():
     sets = {p.parent.name for p in SCENARIOS}
-    assert sets == {"vllm-v1", "vllm-v1-random", "vllm-v1-cache"} and len(SCENARIOS) == 33
+    assert sets == {"vllm-v1", "vllm-v1-random", "vllm-v1-cache", "vllm-v1-cache-2", "vllm-v1-random-2"}
+    assert len(SCENARIOS) == 103
+    # byte for byte what ../shared/oracle holds, where that folder is present
+    shared = REPO.parent.parent / "shared" / "oracle"
+    if shared.is_dir():
+        for p in SCENARIOS:
+            assert p.read_bytes() == (shared / p.parent.name / p.name).read_bytes(), p
 
 
 @pytest.mark.parametrize("path", SCENARIOS, ids=lambda p: f"{p.parent.name}/{p.stem}")
@@ -26,8 +33,64 @@ def test_oracle_scenario_reproduced_exactly(path: Path):
     run = run_scenario(sc)
     rows = compare(sc, run)
     assert rows and len(rows) == len(sc.expected)
-    bad = [(rid, want, got) for rid, want, got, same in rows if not same]
-    assert not bad, f"{sc.name}: (id, vLLM (first, last, preemptions, cached), serQ): {bad}"
+    bad = [(r.id, r.vllm, r.serq, r.serq_ended) for r in rows if not r.same]
+    assert not bad, f"{sc.name}: (id, vLLM (first, last, preemptions, cached), serQ, how serQ's ended): {bad}"
+    # and iteration by iteration: the tokens scheduled per request are vLLM's trace
+    assert first_differing_step(sc, run) is None
+
+
+UNFINISHED = [p for p in SCENARIOS if json.loads(p.read_text()).get("did_not_finish")]
+
+
+def test_requests_vllm_never_finishes():
+    # the sets hold three scenarios with requests whose tokens vLLM never produced within its steps
+    assert [p.stem for p in UNFINISHED] == ["rand_20261201_0027", "rand_20261201_0028", "rand_20261201_0029"]
+    ended = {}
+    for path in UNFINISHED:
+        sc = load_scenario(path)
+        run = run_scenario(sc)
+        for r in compare(sc, run):
+            assert r.same, (sc.name, r)
+            if r.vllm_ended != "finished":
+                ended[r.id if sc.name.endswith("28") else f"{sc.name[-2:]}/{r.id}"] = (r.vllm[:2], r.serq_ended)
+    # 0028: r1 (286 + 46 tokens in a pool of 41 blocks of 8 = 328) is preempted at step 63 with 43 tokens
+    # out; re-entering it reserves 329 tokens, which never fit: it waits at the head for ever and r0,
+    # queued behind it, never starts (vLLM: both waiting at the step cap)
+    assert ended == {"27/r5": ((315, None), "waiting"), "r0": ((None, None), "waiting"),
+                     "r1": ((20, None), "waiting"), "29/r0": ((167, None), "waiting")}
+
+
+def test_next_turns_created_in_one_step_queue_in_session_order():
+    # cache_20261201_004: s2t1 runs ahead of s0t1 (admitted at 76, s0t1 at 79) and both finish at step
+    # 133; both think 5 steps, so s0t2 and s2t2 join the queue at 139. vLLM's driver creates the next
+    # turns of one step in session order: s0t2 queues first, and at step 173 (s2t2's 289-token prompt
+    # does not fit beside s3t3's) s0t2 is admitted with the 27 tokens s3t3 leaves of the budget of 64
+    sc = load_scenario(ORACLE / "vllm-v1-cache-2" / "cache_20261201_004.json")
+    run = run_scenario(sc)
+    at_173 = next(r for r in run.records if r.start == 173)
+    assert {sc.ids[k]: n for k, n in at_173.scheduled} == {"s3t3": 37, "s0t2": 27}
+    assert (run.turns[(0, 2)].first, run.turns[(2, 2)].first) == (176, 231)
+
+
+def test_a_resumed_request_reuses_its_own_generated_blocks():
+    # cache_20261201_013 (blocks of 16): s1t3 (prompt 357) is preempted at step 410 after 12 output
+    # tokens, having computed 357 + 11 = 368 = 23 full blocks, cached when it was preempted. Resumed at
+    # 415 it knows 369 tokens and reuses all 368 (vLLM's hit is at most num_tokens - 1): one token to
+    # compute, not the 17 that reusing only the prompt's 22 blocks (352) would leave
+    sc = load_scenario(ORACLE / "vllm-v1-cache-2" / "cache_20261201_013.json")
+    run = run_scenario(sc)
+    at_415 = next(r for r in run.records if r.start == 415)
+    assert {sc.ids[k]: n for k, n in at_415.scheduled} == {"s1t3": 1}
+    o = run.turns[(1, 3)]
+    assert (o.first, o.last, o.preemptions, o.cached) == (398, 459, 1, 0)
+
+
+def test_forced_miss_nonce_is_part_of_the_prompt():
+    # a forced miss's prompt starts with a nonce token (vLLM's prompt_len is one more than the turns
+    # before it and its new tokens make), and every later turn of the session carries it
+    # (cache_20261201_005, s2: new 15 out 39; new 17 out 6, a miss; new 84: prompts 15, 72, 162)
+    sc = load_scenario(ORACLE / "vllm-v1-cache-2" / "cache_20261201_005.json")
+    assert [(t.new, t.out, t.forced) for t in sc.sessions[2][1]] == [(15, 39, False), (18, 6, True), (84, 10, False)]
 
 
 def test_vllm_multi_turn_example_runs_with_its_claims():
@@ -198,7 +261,8 @@ def test_the_iteration_that_only_preempted_and_a_stuck_session(tmp_path):
     assert recs == [(0, 6, 0, 1), (1, 1, 0, 0), (2, 1, 0, 0), (3, 0, 1, 0), (4, 6, 0, 1), (5, 1, 0, 0)]
     rep = run.report
     assert rep["sessions"]["stuck"] == 1 and rep["pools"][0]["stuck"] == 1
-    assert rep["pools"][0]["preemptions"] >= 4 and not run.turns
+    assert rep["pools"][0]["preemptions"] >= 4
+    assert {k: o.ended for k, o in run.turns.items()} == {(0, 0): "stuck"} and run.turns[(0, 0)].answer is None
     assert any("stuck" in n for n in rep["notes"])
 
 
@@ -313,21 +377,84 @@ def test_one_request_on_the_step_clock():
 
 
 def test_serq_oracle_command(tmp_path):
-    import json
-
     from click.testing import CliRunner
 
     from serq.cli import main
-    ok = CliRunner().invoke(main, ["oracle", "-q", *map(str, SCENARIOS)], catch_exceptions=False)
+    every = sorted(ORACLE.glob("*/*.json"))  # as a user globs them: the sets' SUMMARY.json included
+    ok = CliRunner().invoke(main, ["oracle", "-q", *map(str, every)], catch_exceptions=False)
     assert ok.exit_code == 0, ok.output
-    assert ok.output.strip().splitlines()[-1] == "33 of 33 scenario(s) agree; 155 of 155 requests"
+    assert ok.output.strip().splitlines()[-1] == \
+        "103 of 103 scenario(s) agree; 779 of 779 requests; 2 summary file(s) skipped"
     data = json.loads((ORACLE / "vllm-v1" / "b_chunked.json").read_text())
     data["output"]["results"]["r1"]["last_token_step"] += 1  # not what vLLM did
+    data["output"]["trace"] = [{"step": k, "scheduled": {"r0": 4}} for k in range(2)]
     bad = tmp_path / "b_chunked.json"
     bad.write_text(json.dumps(data))
     out = CliRunner().invoke(main, ["oracle", str(bad)], catch_exceptions=False)
     assert out.exit_code == 1
     assert "DIFFERS" in out.output and "<- differs" in out.output
+    assert "first differing step: 0: vLLM scheduled {r0: 4}, serQ {r0: 64}" in out.output, out.output
+    assert out.output.strip().splitlines()[-1] == "0 of 1 scenario(s) agree; 1 of 2 requests"
+
+
+def test_serq_oracle_json():
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    path = ORACLE / "vllm-v1-random-2" / "rand_20261201_0028.json"
+    out = CliRunner().invoke(main, ["oracle", "--json", str(path)], catch_exceptions=False)
+    assert out.exit_code == 0, out.output
+    lines = [json.loads(line) for line in out.output.splitlines()]
+    assert lines[-1] == {"summary": {"scenarios": 1, "agree": 1, "requests": 2, "requests_agree": 2, "skipped": 0}}
+    scenario = lines[0]
+    assert scenario["agrees"] is True and scenario["first_differing_step"] is None
+    r1 = next(r for r in scenario["requests"] if r["id"] == "r1")
+    assert r1["vllm"] == {"first_token_step": 20, "last_token_step": None, "preemptions": 1,
+                          "num_cached_tokens": None, "ended": "waiting at the step cap"}
+    assert r1["serq"] == {"first_token_step": 20, "last_token_step": None, "preemptions": 1,
+                          "num_cached_tokens": None, "ended": "waiting"}
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d["output"]["results"]["r0"].update(first_token_step=None),
+     "results.r0: a request vLLM did not finish in a file without `did_not_finish: true`"),
+    (lambda d: d["output"]["results"]["r0"].update(preemptions="2"),
+     "not an oracle scenario: output.results.r0.preemptions: Input should be a valid integer"),
+    (lambda d: d["scenario"]["config"].pop("block_size"),
+     "not an oracle scenario: scenario.config.block_size: Field required"),
+    (lambda d: d["scenario"]["requests"][0].update(prompt=-1),
+     "not an oracle scenario: scenario.requests[0].prompt: Input should be greater than or equal to 1"),
+    (lambda d: d.update(scenario=[]), "not an oracle scenario: scenario: should be an object"),
+    (lambda d: d["scenario"].update(sessions=[{"id": "s0", "arrive": 0, "turns": [{"new": 1, "out": 1}]}]),
+     "not an oracle scenario: scenario: Value error, a scenario gives either `requests` or `sessions`"),
+])
+def test_serq_oracle_refuses_a_file_that_is_no_scenario(tmp_path, edit, message):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    data = json.loads((ORACLE / "vllm-v1" / "b_chunked.json").read_text())
+    edit(data)
+    bad = tmp_path / "s.json"
+    bad.write_text(json.dumps(data))
+    out = CliRunner().invoke(main, ["oracle", str(bad)], catch_exceptions=False)
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert out.output.strip() == f"error: {bad}: {message}", out.output
+
+
+@pytest.mark.parametrize("text, message", [
+    (b"{", "1:2: not JSON: Expecting property name enclosed in double quotes"),
+    (b"\xff\xfe{}", "not UTF-8 (byte 0)"),
+    (b"[" * 100_000 + b"]" * 100_000, "not a JSON file serQ reads (RecursionError"),
+])
+def test_serq_oracle_refuses_bytes_that_are_no_json(tmp_path, text, message):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    bad = tmp_path / "s.json"
+    bad.write_bytes(text)
+    out = CliRunner().invoke(main, ["oracle", str(bad)], catch_exceptions=False)
+    assert out.exit_code == 2 and "Traceback" not in out.output
+    assert message in out.output, out.output
 
 
 def test_rows_for_the_lean_model():

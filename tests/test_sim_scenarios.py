@@ -293,8 +293,10 @@ def test_deadlock_on_a_hold_in_scope(tmp_path):
     assert "deadlock" in e.message and e.span.line == 8
 
 
-def test_a_victim_whose_reservation_no_longer_fits_is_rejected(tmp_path):
-    # S1 loads 2 tokens, is preempted by S0's growth; re-entering, it reserves 3 + 10 * computed = 23 > 10
+def test_a_victim_whose_reservation_no_longer_fits_waits_at_the_head(tmp_path):
+    # S1 loads 2 tokens, is preempted by S0's growth; re-entering, it reserves 3 + 10 * computed = 23 > 10:
+    # it is not rejected but waits at the head for ever, as vLLM leaves such a request waiting, and the
+    # report names it
     prog = kernel("pool kv { cap 10; preempt by (-serial); }", """
       branch (serial == 0) {
         hold kv (cost(kv, 5)) {
@@ -313,5 +315,8 @@ def test_a_victim_whose_reservation_no_longer_fits_is_rejected(tmp_path):
     s = run_samples(prog, tmp_path)
     assert s["grew"] == [(0, 1.0)] and s["s1_done"] == []
     rep = s["_report"]
-    assert rep["sessions"]["rejected"] == 1 and rep["pools"][0]["preemptions"] == 1
-    assert rep["sessions"]["live"] == 0 and rep["client"]["response"]["count"] == 1
+    assert rep["sessions"]["rejected"] == 0 and rep["pools"][0]["preemptions"] == 1
+    assert rep["sessions"]["live"] == 1 and rep["client"]["response"]["count"] == 1
+    assert rep["pools"][0]["queued_at_end"] == 1
+    assert rep["pools"][0]["over"] == [{"session": 1, "pool": "kv", "asks": 23.0, "cap": 10.0}]
+    assert "over: pool kv's queue head (session 1) asks 23 of a cap of 10" in rep["notes"]

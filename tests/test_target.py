@@ -13,11 +13,11 @@ from helpers import REPO, link_source
 from serq.cli import main
 from serq.errors import SerqError
 from serq.link import link_file
-from serq.oracle import program_inputs
+from serq.oracle import program_inputs, scenario_paths
 from serq.target import target
 
 ORACLE = REPO / "tests" / "data" / "oracle"
-SCENARIOS = sorted(ORACLE.glob("vllm-v1*/*.json"))
+SCENARIOS = scenario_paths(ORACLE)
 PROGRAM = REPO / "examples" / "oracle" / "vllm_request.sq"
 
 

@@ -33,9 +33,11 @@ def expectCount : List Expect → Nat
   | [] => 0
   | _ :: es => expectCount es + 1
 
-/-- The run answered exactly the expected turns, as expected, and recorded the expected iterations. -/
-def agrees (m : Machine) (expected : List Expect) (records : List Record) : Bool :=
-  m.quiet && outcomeCount m.outcomes == expectCount expected && meets m.outcomes expected &&
+/-- The run has settled (every turn answered or refused, or the queue stuck for good behind a
+preempted request that can never fit again, which vLLM leaves waiting), answered exactly the
+expected turns, as expected, and recorded the expected iterations. -/
+def agrees (eng : Engine) (m : Machine) (expected : List Expect) (records : List Record) : Bool :=
+  m.settled eng && outcomeCount m.outcomes == expectCount expected && meets m.outcomes expected &&
     recordsEq m.records records
 
 theorem recordsEq_length (a b : List Record) (h : recordsEq a b = true) : a.length = b.length := by

@@ -13,6 +13,22 @@ with FIFO admission and head-of-line blocking, `reserve (known)`, growing runs,
 per-session prefix cache (`cache (prompt + out - 1)`, reuse of the session's own
 prefix, block-granular LRU eviction from the tail of the oldest entry).
 
+Three rules follow vLLM's scheduler where a simpler rule would not:
+
+* **Prefix reuse after a preemption.** A request admitted for the first time reuses at most
+  its prompt's hit (`hit`); a request that was preempted before (`computed > 0`) reuses at
+  most the full blocks of every token it knows but the last (`reusable known`): vLLM's hit
+  for a resumed request is its longest run of cached full blocks among prompt and generated
+  tokens, at most `num_tokens - 1`, and the preempted request's computed blocks stay cached.
+* **Next turns in session order.** The next turns created by one step (the turns that step
+  finished) are submitted, when due, in session order: their submission order is (the step
+  that created them, the session), after the arrivals due at that step (by session), as
+  vLLM's oracle driver creates and adds them.
+* **A preempted request that can never fit waits forever.** A victim re-enters its queue at
+  the head even when every token it knows needs more blocks than the pool has; the head is
+  then never admitted and blocks the requests behind it (head-of-line blocking), as vLLM
+  leaves it waiting. Only a fresh turn whose prompt can never fit is refused (`submit`).
+
 Everything is over `Nat`, every recursion is structural (on a list or on fuel),
 and every helper is the model's own and monomorphic, so that the kernel evaluates
 runs (`decide +kernel`) and the offline Lean compiles the definitions. The rules
@@ -92,7 +108,7 @@ structure Pending where
   turn : Nat
   prompt : Nat
   kind : Nat  -- 0: a session's arrival, 1: a session's next turn
-  seq : Nat   -- arrivals: the session; next turns: the order they were created
+  seq : Nat   -- arrivals: the session; next turns: `step * sessions + session` (see `nextTurn`)
   deriving DecidableEq
 
 /-- What the client saw of one turn (steps, on the step clock). -/
@@ -130,7 +146,6 @@ structure Machine where
   records : List Record
   served : Nat
   arrived : Nat
-  created : Nat  -- next turns created so far (their submission order at one instant)
 
 /-! ## Own list helpers (monomorphic, structurally recursive) -/
 
@@ -200,7 +215,8 @@ def popLast : List Res → Option (List Res × Res)
     | some (init, last) => some (r :: init, last)
 
 /-- Does `p` come before `q`? By time; at one instant, sessions' arrivals (by session) before next
-turns (in the order they were created), as the interpreter's events at one instant run. -/
+turns, and next turns by the step that created them (the step their previous turn finished), then
+by session, as vLLM's oracle driver adds them (and the interpreter's events at one instant run). -/
 def pendingBefore (p q : Pending) : Bool :=
   p.time < q.time || (p.time == q.time && (p.kind < q.kind || (p.kind == q.kind && p.seq < q.seq)))
 
@@ -263,7 +279,8 @@ structure Plan where
 def capChunk (chunk n : Nat) : Nat := if chunk = 0 then n else min chunk n
 
 /-- Preempt the resident admitted last until `need` more blocks fit, or the grower
-(the head of `todo`) is itself the victim. `fuel` bounds the victims. -/
+(the head of `todo`) is itself the victim. `fuel` bounds the victims. A victim caches its
+computed tokens (`release`) and re-enters the queue at its head, with `computed` its position. -/
 def growOrPreempt (eng : Engine) : Nat → Nat → Plan → Plan
   | 0, _, p => p
   | fuel + 1, need, p =>
@@ -273,11 +290,9 @@ def growOrPreempt (eng : Engine) : Nat → Nat → Plan → Plan
       | some (rest, victim) =>
         let (cache, seq) := release eng victim.req.sid victim.pos p.relSeq p.cache
         let vreq := { victim.req with computed := victim.pos, pre := victim.req.pre + 1 }
-        -- re-entering its queue, a hold whose reservation (every token it knows) can never fit is
-        -- rejected: its session ends
-        let waiting := if blocksFor eng.blockSize (max vreq.kept (vreq.computed + 1)) > eng.kvBlocks then p.waiting
-                       else vreq :: p.waiting
-        let p' := { p with todo := rest, waiting := waiting, cache := cache, relSeq := seq,
+        -- the victim re-enters its queue at the head, even if its reservation (every token it
+        -- knows) can never fit again: then it waits there forever and blocks the queue, as in vLLM
+        let p' := { p with todo := rest, waiting := vreq :: p.waiting, cache := cache, relSeq := seq,
                            preempted := p.preempted + 1 }
         match rest with
         | [] => { p' with selfPreempted := true }
@@ -305,7 +320,18 @@ def serveRunning (eng : Engine) : Nat → Plan → Plan
             budget := p.budget - n, done := appendRes p.done [r'], todo := dropHead p.todo,
             cache := evict (used + cachedBlocks p.cache - eng.kvBlocks) p.cache }
 
-/-- Admit the heads of the waiting queue while the budget lasts, they fit, and slots remain. -/
+/-- The most a request that knows `known` tokens may reuse of its session's cache: its prompt's
+hit on a first admission; after a preemption (`computed > 0`), the full blocks of every token it
+knows but the last (vLLM: a resumed request's hit is its longest run of cached full blocks among
+prompt and generated tokens, at most `num_tokens - 1`; its computed blocks stay cached). -/
+def reuseCap (bs : Nat) (rq : Req) (known : Nat) : Nat :=
+  if rq.computed > 0 then reusable known bs else rq.hit
+
+/-- Admit the heads of the waiting queue while the budget lasts, they fit, and slots remain.
+A head reserves every token it knows (`max kept (computed + 1)`) and reuses what its session's
+live cache holds, at most its prompt's hit (`hit`) on a first admission and at most the full
+blocks of what it knows but the last token (`reusable known`) after a preemption. A head
+that does not fit stops the admissions (head-of-line blocking). -/
 def admitHeads (eng : Engine) : Nat → Plan → Plan
   | 0, p => p
   | fuel + 1, p =>
@@ -314,7 +340,7 @@ def admitHeads (eng : Engine) : Nat → Plan → Plan
     | [] => p
     | rq :: rest =>
       let known := max rq.kept (rq.computed + 1)
-      let reused := min (ownCachedBlocks rq.sid p.cache * eng.blockSize) rq.hit
+      let reused := min (ownCachedBlocks rq.sid p.cache * eng.blockSize) (reuseCap eng.blockSize rq known)
       let n := capChunk p.chunk (min (known - reused) p.budget)
       let units := blocksFor eng.blockSize (reused + n)
       let reserve := blocksFor eng.blockSize known
@@ -369,15 +395,22 @@ def sessionAt : List Session → Nat → Option Session
   | s :: _, 0 => some s
   | _ :: ss, i + 1 => sessionAt ss i
 
+/-- The number of sessions. -/
+def sessionCount : List Session → Nat
+  | [] => 0
+  | _ :: ss => sessionCount ss + 1
+
 /-- The turn after `req`, submitted when its think time has passed after the iteration's end
-(`now + 1`); its prompt extends the conversation. -/
-def nextTurn (sessions : List Session) (now : Nat) (req : Req) (seq : Nat) (pending : List Pending) :
+(`now + 1`); its prompt extends the conversation. Its submission order among the next turns due
+at one step is (the step `now` that created it, its session): `now * sessions + session`. -/
+def nextTurn (sessions : List Session) (now : Nat) (req : Req) (pending : List Pending) :
     List Pending :=
   match sessionAt sessions req.sid with
   | none => pending
   | some s => match turnAt s.turns (req.turn + 1) with
     | none => pending
-    | some t => insertPending ⟨now + 1 + t.think, req.sid, req.turn + 1, req.prompt + req.out + t.new, 1, seq⟩ pending
+    | some t => insertPending ⟨now + 1 + t.think, req.sid, req.turn + 1, req.prompt + req.out + t.new, 1,
+        now * sessionCount sessions + req.sid⟩ pending
 
 /-- Apply the iteration's tokens: positions advance, prefills that finish sample a token,
 decodes commit theirs, and turns whose last token is committed end (their hold caches
@@ -397,8 +430,7 @@ def apply (eng : Engine) (sessions : List Session) (now : Nat) (m : Machine) : L
       let (cache, seq) := release eng req.sid (min (req.prompt + req.out - 1) pos) m.relSeq m.cache
       let o : Outcome := ⟨req.sid, req.turn, req.first, now, req.pre, req.cachedAt⟩
       apply eng sessions now { m with cache := cache, relSeq := seq, outcomes := appendOutcome m.outcomes o,
-                                      pending := nextTurn sessions now req m.created m.pending,
-                                      created := m.created + 1 } rs kept
+                                      pending := nextTurn sessions now req m.pending } rs kept
     else
       apply eng sessions now m rs (appendRes kept [⟨req, r.alloc, pos, r.known, decoding, left, 0⟩])
 
@@ -415,7 +447,8 @@ def newReq (eng : Engine) (sessions : List Session) (p : Pending) : Req :=
     kept := p.prompt, computed := 0, pre := 0, first := 0, hasFirst := false, cachedAt := 0, admitted := false }
 
 /-- Submit the due turns, in order, at the back of the queue; a turn that could never fit
-(its prompt needs more blocks than the pool has) is refused and its session ends. -/
+(its prompt needs more blocks than the pool has) is refused and its session ends. (A preempted
+request that can no longer fit is not refused: it waits at the head, `growOrPreempt`.) -/
 def submit (eng : Engine) (sessions : List Session) : List Pending → List Req → List Req
   | [], w => w
   | p :: ps, w =>
@@ -439,7 +472,7 @@ def clearSched : List Res → List Res
   | r :: rs => { r with sched := 0 } :: clearSched rs
 
 def init (sessions : List Session) : Machine :=
-  ⟨0, firstTurns 0 sessions, [], [], [], 0, [], [], 0, 0, 0⟩
+  ⟨0, firstTurns 0 sessions, [], [], [], 0, [], [], 0, 0⟩
 
 /-- The iteration's plan: serve the residents, then, unless that preempted, admit from the queue. -/
 def plan (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) : Plan :=
@@ -451,6 +484,23 @@ def plan (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) : Plan 
 /-- Has every turn been answered (or refused)? -/
 def Machine.quiet (m : Machine) : Bool :=
   noPending m.pending && noReq m.waiting && noRes m.running
+
+/-- Can the request never be admitted: does its reservation (every token it knows) need more
+blocks than the pool has? -/
+def neverFits (eng : Engine) (rq : Req) : Bool :=
+  decide (blocksFor eng.blockSize (max rq.kept (rq.computed + 1)) > eng.kvBlocks)
+
+/-- Is the machine stuck for good: nothing pending, nothing resident, and the head of the queue can
+never be admitted (a preempted request that outgrew the pool), so every step leaves it as it is? -/
+def Machine.stuck (eng : Engine) (m : Machine) : Bool :=
+  noPending m.pending && noRes m.running &&
+    match m.waiting with
+    | [] => false
+    | rq :: _ => neverFits eng rq
+
+/-- Will nothing more happen: quiet, or stuck for good? -/
+def Machine.settled (eng : Engine) (m : Machine) : Bool :=
+  m.quiet || m.stuck eng
 
 /-- One scheduler step at `m.now`: submit the due turns, plan the iteration (serve the
 residents, then admit unless it preempted), and execute it; with nothing to schedule, wait
@@ -514,5 +564,13 @@ def meets1 (os : List Outcome) (e : Expect) : Bool :=
 def meets (os : List Outcome) : List Expect → Bool
   | [] => true
   | e :: es => meets1 os e && meets os es
+
+/-- Does the run leave every turn of `ts` (session, turn) unanswered, as the oracle did? -/
+def meetsNone (os : List Outcome) : List (Nat × Nat) → Bool
+  | [] => true
+  | (sid, turn) :: ts =>
+    (match outcomeOf sid turn os with
+     | none => true
+     | some _ => false) && meetsNone os ts
 
 end Serq

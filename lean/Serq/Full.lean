@@ -107,9 +107,7 @@ theorem growOrPreempt_keeps (eng : Engine) : ∀ (fuel need : Nat) (p : Plan),
         | cons x xs =>
           have ih := growOrPreempt_keeps eng fuel need
             { p with todo := x :: xs,
-                     waiting := if blocksFor eng.blockSize (max victim.req.kept (victim.pos + 1)) > eng.kvBlocks
-                       then p.waiting
-                       else { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting,
+                     waiting := { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting,
                      cache := (release eng victim.req.sid victim.pos p.relSeq p.cache).1,
                      relSeq := (release eng victim.req.sid victim.pos p.relSeq p.cache).2,
                      preempted := p.preempted + 1 }
@@ -242,12 +240,12 @@ theorem admitHeads_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
         split
         · exact ⟨rfl, htok, htodo, hdem⟩
         · apply admitHeads_inv eng B p.chunk fuel
+          generalize max rq.kept (rq.computed + 1) - min (ownCachedBlocks rq.sid p.cache * eng.blockSize)
+            (reuseCap eng.blockSize rq (max rq.kept (rq.computed + 1))) = left
           refine ⟨rfl, ?_, htodo, ?_⟩
           · simp only [batchTokens_append, batchTokens]
-            have := capChunk_le p.chunk (min (max rq.kept (rq.computed + 1) -
-              min (ownCachedBlocks rq.sid p.cache * eng.blockSize) rq.hit) p.budget)
-            have := Nat.min_le_right (max rq.kept (rq.computed + 1) -
-              min (ownCachedBlocks rq.sid p.cache * eng.blockSize) rq.hit) p.budget
+            have := capChunk_le p.chunk (min left p.budget)
+            have := Nat.min_le_right left p.budget
             omega
           · intro hpos
             simp only [batchTokens_append, demandOf_append, batchTokens, demandOf] at hpos ⊢
@@ -257,8 +255,7 @@ theorem admitHeads_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
             · rename_i h0
               simp only [h0, Nat.zero_min]
               unfold capChunk; split <;> simp <;> omega
-            · rcases served_share p.chunk p.budget (max rq.kept (rq.computed + 1) -
-                min (ownCachedBlocks rq.sid p.cache * eng.blockSize) rq.hit) with h | h
+            · rcases served_share p.chunk p.budget left with h | h
               · rw [h]; omega
               · rw [h] at hpos; omega
 

@@ -208,6 +208,13 @@ theorem hit_lt (c : Prop) [Decidable c] (n bs : Nat) (h : 1 ≤ n) :
       omega
   · omega
 
+theorem reusable_lt (n bs : Nat) (h : 1 ≤ n) : reusable n bs < n := by
+  unfold reusable
+  split
+  · omega
+  · have := Nat.div_mul_le_self (n - 1) bs
+    omega
+
 theorem newReq_ok (eng : Engine) (sessions : List Session) (p : Pending) (hp : 1 ≤ p.prompt) :
     ReqOK sessions (newReq eng sessions p) ∧ reqProd (newReq eng sessions p) = 0 := by
   refine ⟨⟨?_, hp, Nat.le_refl _, ?_⟩, ?_⟩
@@ -269,19 +276,16 @@ theorem growOrPreempt_prod (eng : Engine) (sessions : List Session) : ∀ (fuel 
           cases hd : victim.decoding
           · obtain ⟨b1, b2, b3⟩ := a6 hd; simp only [Bool.false_eq_true, if_false]; omega
           · obtain ⟨b1, b2, b3⟩ := a7 hd; simp only [if_true]; omega
-        generalize hW : (if blocksFor eng.blockSize (max victim.req.kept (victim.pos + 1)) > eng.kvBlocks then p.waiting
-            else { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting) = W
+        generalize hW : { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting = W
         have hWok : (∀ q ∈ W, ReqOK sessions q) ∧ sumReqProd W ≤ resProd victim + sumReqProd p.waiting := by
           rw [← hW]
-          split
-          · exact ⟨hw, by omega⟩
-          · refine ⟨?_, ?_⟩
-            · intro q hq
-              simp only [List.mem_cons] at hq
-              rcases hq with hq | hq
-              · subst hq; exact hvq
-              · exact hw q hq
-            · exact Nat.le_of_eq (by rw [← hvm]; rfl)
+          refine ⟨?_, ?_⟩
+          · intro q hq
+            simp only [List.mem_cons] at hq
+            rcases hq with hq | hq
+            · subst hq; exact hvq
+            · exact hw q hq
+          · exact Nat.le_of_eq (by rw [← hvm]; rfl)
         cases rest with
         | nil =>
           refine ⟨⟨[victim], heq⟩, hWok.1, ?_⟩
@@ -446,9 +450,20 @@ theorem admitHeads_pi (eng : Engine) (sessions : List Session) : ∀ (fuel : Nat
           have hb : 0 < p.budget := by omega
           have hcnt : resCount p.done < eng.reqsCap := by omega
           have hsw : sumReqProd p.waiting = reqProd rq + sumReqProd rest := by rw [hwq]; rfl
-          have hreused := Nat.min_le_right (ownCachedBlocks rq.sid p.cache * eng.blockSize) rq.hit
-          generalize min (ownCachedBlocks rq.sid p.cache * eng.blockSize) rq.hit = reused at *
           have hknown := Nat.le_max_left rq.kept (rq.computed + 1)
+          have hknown1 := Nat.le_max_right rq.kept (rq.computed + 1)
+          have hreused : min (ownCachedBlocks rq.sid p.cache * eng.blockSize)
+              (reuseCap eng.blockSize rq (max rq.kept (rq.computed + 1))) < max rq.kept (rq.computed + 1) := by
+            have := Nat.min_le_right (ownCachedBlocks rq.sid p.cache * eng.blockSize)
+              (reuseCap eng.blockSize rq (max rq.kept (rq.computed + 1)))
+            have hc : reuseCap eng.blockSize rq (max rq.kept (rq.computed + 1)) < max rq.kept (rq.computed + 1) := by
+              unfold reuseCap
+              split
+              · exact reusable_lt _ _ (by omega)
+              · omega
+            omega
+          generalize min (ownCachedBlocks rq.sid p.cache * eng.blockSize)
+            (reuseCap eng.blockSize rq (max rq.kept (rq.computed + 1))) = reused at *
           have hrp : reqProd rq = max rq.kept (rq.computed + 1) - rq.prompt := rfl
           generalize max rq.kept (rq.computed + 1) = known at *
           have hn1 := capChunk_le p.chunk (min (known - reused) p.budget)
@@ -535,8 +550,8 @@ theorem apQ_trans (sessions : List Session) (now : Nat) (m m' : Machine) (kept k
   · simp only [sumResProd, resCount]; omega
   · simp only [resCount]; omega
 
-theorem nextTurn_prompt (sessions : List Session) (now : Nat) (req : Req) (seq : Nat) (ps : List Pending)
-    (hr : 1 ≤ req.prompt) (hp : ∀ p ∈ ps, 1 ≤ p.prompt) : ∀ p ∈ nextTurn sessions now req seq ps, 1 ≤ p.prompt := by
+theorem nextTurn_prompt (sessions : List Session) (now : Nat) (req : Req) (ps : List Pending)
+    (hr : 1 ≤ req.prompt) (hp : ∀ p ∈ ps, 1 ≤ p.prompt) : ∀ p ∈ nextTurn sessions now req ps, 1 ≤ p.prompt := by
   unfold nextTurn
   split
   · exact hp
@@ -584,7 +599,7 @@ theorem apply_inv (eng : Engine) (sessions : List Session) (now : Nat) :
           · rename_i hfin
             refine apQ_trans sessions now m _ kept kept rs r _ (apply_inv eng sessions now rs _ kept hrs hk ?_) rfl ?_ ?_
               (by omega)
-            · exact nextTurn_prompt sessions now req m.created m.pending (by omega) hp
+            · exact nextTurn_prompt sessions now req m.pending (by omega) hp
             · dsimp only
               rw [outAll_append]
               dsimp only
@@ -632,7 +647,7 @@ theorem apply_inv (eng : Engine) (sessions : List Session) (now : Nat) :
         · rename_i hfin
           refine apQ_trans sessions now m _ kept kept rs r _ (apply_inv eng sessions now rs _ kept hrs hk ?_) rfl ?_ ?_
             (by omega)
-          · exact nextTurn_prompt sessions now req m.created m.pending (by omega) hp
+          · exact nextTurn_prompt sessions now req m.pending (by omega) hp
           · dsimp only
             rw [outAll_append]
             dsimp only

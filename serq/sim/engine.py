@@ -85,6 +85,7 @@ class Thread:
     first_start = None  # the start of the iteration that sampled the first token
     last_start = None  # the start of the iteration that committed its last token
     trace_no = None  # the trace session it replays
+    t_answered = -math.inf  # when its latest turn was answered (its next turn was created then)
 
     def __init__(self, sess, A: dict, kind: int, serial: int) -> None:
         self.sess = sess if sess is not None else self
@@ -161,6 +162,7 @@ class Engine:
         self.interrupted = False
         self.notes: list[str] = []
         self.turn_log: dict | None = None  # (session, turn) -> what an engine did (serq.sim.oracle_run)
+        self.open_turns: dict | None = None  # with turn_log: (session, turn) -> the session, until answered
         build(self)
 
     # ================================================================ the loop
@@ -527,6 +529,8 @@ class Engine:
         if refuses:
             S.refused = True
         if S.in_turn:
+            if refuses and self.turn_log is not None:
+                self.log_turn(S, "refused")
             S.in_turn = False  # a refused request: the client records nothing of it
         while T.frames:
             F = T.frames.pop()
@@ -540,6 +544,8 @@ class Engine:
         member.rejected += 1
         self.n_rejected += 1
         S = T.sess
+        if self.turn_log is not None and S.in_turn:
+            self.log_turn(S, "rejected")
         S.in_turn = False
         S.refused = True
         while T.frames:
@@ -575,6 +581,20 @@ class Engine:
         S.turn_cached = None
         S.first_start = None
         S.last_start = None
+        if self.open_turns is not None:
+            self.open_turns[self.turn_key(S)] = S
+
+    def turn_key(self, S: Thread) -> tuple[int, int]:
+        """A turn's key in the turn log: (the trace session it replays, else its serial; the turn from 0)."""
+        return (S.trace_no if S.trace_no is not None else S.serial, S.turns - 1)
+
+    def log_turn(self, S: Thread, ended: str) -> None:
+        """The turn log's row for the session's current turn: how it `ended` (answered, rejected, …)."""
+        key = self.turn_key(S)
+        self.open_turns.pop(key, None)
+        self.turn_log[key] = (S.first_start, S.last_start, S.turn_pre,
+                              S.turn_cached if S.turn_cached is not None else 0.0, S.first_token,
+                              self.now if ended == "answered" else None, ended)
 
     def prefill_token(self, S: Thread, t0: float, t1: float) -> None:
         """A prefill that completed at t1 (its iteration started at t0) sampled a token: the turn's
@@ -608,15 +628,14 @@ class Engine:
         if not S.in_turn:
             return
         now = self.now
+        S.t_answered = now
         if S.first_token is not None:
             if not S.ttft_rec:
                 self.record_ttft(S)
             if S.out_tokens:
                 self.client_tpot.record((now - S.first_token) / S.out_tokens, now, S, self.warmup)
         if self.turn_log is not None:
-            key = (S.trace_no if S.trace_no is not None else S.serial, S.turns - 1)
-            self.turn_log[key] = (S.first_start, S.last_start, S.turn_pre,
-                                  S.turn_cached if S.turn_cached is not None else 0.0, S.first_token, now)
+            self.log_turn(S, "answered")
         S.in_turn = False
         self.turns_answered += 1
         if now >= self.warmup:
@@ -709,14 +728,32 @@ class Engine:
         T.where = m
         if T.frames == ():
             T.frames = []
+        q = m.queue
         if head:
-            m.queue.appendleft(F)
+            q.appendleft(F)
+        elif m.via is not None and q and q[-1].joined == self.now and not q[-1].head \
+                and _creation(T) < _creation(q[-1].thread):
+            self._enqueue_in_creation_order(q, F)
         else:
-            m.queue.append(F)
+            q.append(F)
         if len(m.queue) > m.max_queue:
             m.max_queue = len(m.queue)
         if m.via is None:
             self.waiting.add(m)
+
+    def _enqueue_in_creation_order(self, q: deque, F: Frame) -> None:
+        """Holds that join an engine's queue at one instant queue in the order their turns were created
+        (`_creation`), as vLLM's clients submit them: F goes before the frames of this instant whose turn
+        was created after its own, and takes their join numbers along (the fifo order is the numbers')."""
+        now = self.now
+        key = _creation(F.thread)
+        i = len(q) - 1
+        while i > 0 and q[i - 1].joined == now and not q[i - 1].head and key < _creation(q[i - 1].thread):
+            i -= 1
+        numbers = [G.qseq for G in itertools.islice(q, i, None)] + [F.qseq]
+        q.insert(i, F)
+        for G, n in zip(itertools.islice(q, i, None), numbers):
+            G.qseq = n
 
     def retry_pools(self) -> bool:
         progress = False
@@ -1060,10 +1097,9 @@ class Engine:
             G.members = self.resolve_members(V, G.spec)
         except RunError as e:
             raise self.located(e, V, G.spec.loc) from None
-        if self.rejected_at_join(V, G):
-            if V.state == RUNNING:
-                raise Refused()
-            return
+        # A victim re-enters its queue even when what it now reserves can never fit: it waits there
+        # for ever, as vLLM leaves such a request waiting (scheduler.py's waiting loop breaks at it), and
+        # the report names it (over_cap) — not rejected, which would let the requests behind it pass.
         V.frames.append(G)
         self.enqueue(G, head=not m.requeue_tail)
 
@@ -1284,6 +1320,14 @@ def _spill_job(E, J, stage, w, tier, serial, amount, attrs):
     stage.add(J, w)
     yield
     E.spill_insert(tier, serial, amount, attrs)
+
+
+def _creation(T: Thread) -> tuple[float, int]:
+    """When the turn a thread serves was created, as a client creates turns: a session's first turn
+    at its arrival (before any next turn), a next turn when the previous one was answered; ties by
+    the session's number (the trace session it replays, else its serial)."""
+    S = T.sess
+    return (S.t_answered, S.trace_no if S.trace_no is not None else S.serial)
 
 
 def _order(m: PoolMember) -> int:

@@ -47,7 +47,8 @@ class TurnOutcome:
     preemptions: int
     cached: float
     ttft: float | None  # the time of the first token (the end of the iteration that sampled it)
-    answer: float  # the time the turn was answered
+    answer: float | None  # the time the turn was answered (None: it was not)
+    ended: str = "answered"  # or: rejected, refused, waiting, running, waiting to grow, stuck (at the run's end)
 
 
 @dataclass
@@ -61,7 +62,7 @@ class ProgramRun:
         """The turns as Lean's `Outcome` (sid, turn, first, last, preemptions, cached), whole numbers,
         sorted by (sid, turn). A turn with no token has first/last -1."""
         return tuple((s, k, _whole(o.first), _whole(o.last), o.preemptions, _whole(o.cached))
-                     for (s, k), o in sorted(self.turns.items()))
+                     for (s, k), o in sorted(self.turns.items()) if o.ended == "answered")
 
     def record_rows(self) -> tuple[tuple[int, ...], ...]:
         """The records as Lean's `Record` (start, tokens, prefilled, decoders, residents, kvDecode,
@@ -96,6 +97,7 @@ def run_program(program, base_dir=None, *, stage: str | None = None, member: int
             raise SerqError(f"serq run: {e.message}", None, "run") from None
         raise
     E.turn_log = {}
+    E.open_turns = {}
     records: list = []
     steps = [m for m in E.step_stages if stage is None or m.name == stage]
     if stage is not None and not steps:
@@ -109,12 +111,32 @@ def run_program(program, base_dir=None, *, stage: str | None = None, member: int
         E.run()
     except SimRunError as e:
         raise e.to_serq() from None
-    turns = {key: TurnOutcome(v[0], v[1], int(v[2]), float(v[3]), v[4], v[5]) for key, v in E.turn_log.items()}
+    for S in list(E.open_turns.values()):  # the turns still open when the run ended: say where they stand
+        E.log_turn(S, _standing(S))
+    turns = {key: TurnOutcome(v[0], v[1], int(v[2]), float(v[3]), v[4], v[5], v[6])
+             for key, v in E.turn_log.items()}
     return ProgramRun(turns, records, make_report(E), E)
 
 
+def _standing(S) -> str:
+    """Where an unanswered turn's session stands as the run ends."""
+    from serq.sim.engine import AT_STAGE, GROWING, QUEUED
+    if S.stuck:
+        return "stuck"
+    state = S.state
+    if state == QUEUED:
+        return "waiting"
+    if state == AT_STAGE:
+        return "running"
+    if state == GROWING:
+        return "waiting to grow"
+    return "unanswered"
+
+
 def run_scenario(scenario) -> ProgramRun:
-    """Run an oracle scenario (a path or a `serq.oracle.Scenario`) through `examples/oracle/vllm_request.sq`."""
+    """Run an oracle scenario (a path or a `serq.oracle.Scenario`) through `examples/oracle/vllm_request.sq`,
+    for as many steps as vLLM's driver ran when the file says (`schedule_calls`): a token of step k is
+    applied at time k + 1, so the run stops after the events at that time."""
     import shutil
 
     from serq.leangen.oracle_lean import instance_ir
@@ -123,24 +145,61 @@ def run_scenario(scenario) -> ProgramRun:
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     program, folder = instance_ir(sc)
     try:
-        return run_program(program, folder)
+        return run_program(program, folder, horizon=float(sc.steps) if sc.steps is not None else math.inf)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-# ------------------------------------------------------------------ the command
-def compare(scenario, run: ProgramRun) -> list[tuple]:
-    """Rows (id, vLLM's (first, last, preemptions, cached), serQ's, same?) for every request vLLM answered."""
+# ------------------------------------------------------------------ the comparison
+@dataclass(frozen=True)
+class RequestComparison:
+    """One request: vLLM's (first, last, preemptions, cached) and serQ's, and how each side ended."""
+
+    id: str
+    vllm: tuple
+    serq: tuple | None  # None: serQ never submitted the turn
+    vllm_ended: str  # finished, or "waiting at the step cap" (a token vLLM never produced)
+    serq_ended: str  # answered, rejected, refused, waiting, running, waiting to grow, stuck, not submitted
+
+    @property
+    def same(self) -> bool:
+        return self.serq == self.vllm
+
+
+def compare(scenario, run: ProgramRun) -> list[RequestComparison]:
+    """Every request of the scenario, in (session, turn) order. A number vLLM never produced (null in a
+    `did_not_finish` file) agrees only with serQ not producing it either, within the same steps."""
     rows = []
-    for key in sorted(scenario.expected, key=lambda k: (k[0], k[1])):
+    for key in sorted(scenario.expected):
         e = scenario.expected[key]
         want = (e.first, e.last, e.preemptions, e.cached)
         o = run.turns.get(key)
         got = None
+        serq_ended = "not submitted"
         if o is not None:
-            got = (_int(o.first), _int(o.last), o.preemptions, _int(o.cached) if e.cached is not None else None)
-        rows.append((scenario.ids[key], want, got, got == want))
+            last = _int(o.last) if o.ended == "answered" else None
+            got = (_int(o.first), last, o.preemptions, _int(o.cached) if e.cached is not None else None)
+            serq_ended = o.ended
+        vllm_ended = "finished" if e.last is not None else "waiting at the step cap"
+        rows.append(RequestComparison(scenario.ids[key], want, got, vllm_ended, serq_ended))
     return rows
+
+
+def first_differing_step(scenario, run: ProgramRun) -> tuple[int, dict, dict] | None:
+    """The first step whose scheduled tokens per request differ between vLLM's trace and serQ's
+    iterations: (step, vLLM's {id: tokens}, serQ's), or None (no trace in the file, or none differs)."""
+    if scenario.trace is None:
+        return None
+    ours: dict[int, dict] = {}
+    for r in run.records:
+        ours[int(r.start)] = {scenario.ids.get(k, f"session {k[0]} turn {k[1]}"): _int(n) for k, n in r.scheduled}
+    steps = max(len(scenario.trace), max(ours, default=-1) + 1)
+    for k in range(steps):
+        theirs = scenario.trace[k] if k < len(scenario.trace) else {}
+        mine = ours.get(k, {})
+        if theirs != mine:
+            return k, theirs, mine
+    return None
 
 
 def _int(v):
@@ -151,53 +210,106 @@ def _int(v):
 
 def _show(t) -> str:
     if t is None:
-        return "not answered"
+        return "not submitted"
     first, last, pre, cached = t
-    s = f"{first:>5} {last:>5} {pre:>3}"
+    s = f"{_cell(first):>5} {_cell(last):>5} {pre:>3}"
     if cached is not None:
         s += f" {cached:>6}"
     return s
 
 
+def _cell(v) -> str:
+    return "-" if v is None else str(v)
+
+
+def _batch(d: dict) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in sorted(d.items())) + "}" if d else "nothing"
+
+
+# ------------------------------------------------------------------ the command
 @click.command("oracle")
 @click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
 @click.option("--quiet", "-q", is_flag=True, help="Print only the scenarios that differ, and the totals.")
-def oracle(files, quiet) -> None:
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON object per scenario (a line each), then the totals as one more.")
+def oracle(files, quiet, as_json) -> None:
     """Run vLLM oracle scenarios (FILE.json…) through examples/oracle/vllm_request.sq and print, per
     request, serQ's first-token step, last-token step and preemptions (and num_cached_tokens for the
-    prefix-cache set) next to vLLM's. Exits 1 on any difference."""
-    from serq.errors import render
-    from serq.oracle import load_scenario
+    prefix-cache sets) next to vLLM's; `-` is a token that side never produced. A differing scenario
+    names the first step whose scheduled tokens differ from vLLM's trace. A summary of a scenario set
+    (SUMMARY.json) is skipped. Exits 1 on any difference."""
+    from serq.cli import guarded
+    guarded(_oracle)(files, quiet, as_json)
 
-    bad_scenarios = 0
-    total = same = 0
+
+def _oracle(files, quiet, as_json) -> None:
+    import json
+
+    from serq.errors import render
+    from serq.oracle import SummaryFile, load_scenario
+
+    scenarios = agreeing = requests = same = skipped = 0
     for f in files:
         try:
             sc = load_scenario(f)
+        except SummaryFile:
+            skipped += 1
+            if not quiet and not as_json:
+                click.echo(f"{f}: skipped (a summary of a scenario set)")
+            continue
+        scenarios += 1
+        try:
             run = run_scenario(sc)
         except SerqError as e:
             if e.kind == "usage":
-                click.echo(render(e), err=True)
-                sys.exit(2)
-            bad_scenarios += 1
-            click.echo(f"{Path(f).stem}: the run failed: {render(e)}")
+                raise
+            if as_json:
+                click.echo(json.dumps({"scenario": sc.name, "file": str(f), "agrees": False,
+                                       "error": str(e)}, sort_keys=True))
+            else:
+                click.echo(f"{sc.name}: the run failed: {render(e)}")
             continue
         rows = compare(sc, run)
-        ok = all(r[3] for r in rows)
-        total += len(rows)
-        same += sum(1 for r in rows if r[3])
-        if not ok:
-            bad_scenarios += 1
+        ok = all(r.same for r in rows)
+        n_same = sum(1 for r in rows if r.same)
+        requests += len(rows)
+        same += n_same
+        agreeing += ok
+        step = None if ok else first_differing_step(sc, run)
+        if as_json:
+            click.echo(json.dumps({
+                "scenario": sc.name, "file": str(f), "agrees": ok,
+                "requests": [{"id": r.id, "same": r.same,
+                              "vllm": dict(zip(_FIELDS, r.vllm), ended=r.vllm_ended),
+                              "serq": (dict(zip(_FIELDS, r.serq)) if r.serq is not None else {}) |
+                              {"ended": r.serq_ended}} for r in rows],
+                "first_differing_step": None if step is None else {"step": step[0], "vllm": step[1], "serq": step[2]},
+            }, sort_keys=True))
+            continue
         if quiet and ok:
             continue
-        cache = any(r[1][3] is not None for r in rows)
-        click.echo(f"{sc.name}: {'agrees' if ok else 'DIFFERS'} ({sum(1 for r in rows if r[3])} of {len(rows)} "
-                   f"requests)")
+        cache = any(r.vllm[3] is not None for r in rows)
+        click.echo(f"{sc.name}: {'agrees' if ok else 'DIFFERS'} ({n_same} of {len(rows)} requests)")
         head = f"  {'request':<10} {'first':>5} {'last':>5} {'pre':>3}" + (f" {'cached':>6}" if cache else "")
         click.echo(f"{head}   |  serQ")
-        for rid, want, got, eq in rows:
-            mark = "" if eq else "   <- differs"
-            click.echo(f"  {rid:<10} {_show(want)}   |  {_show(got)}{mark}")
-    click.echo(f"{len(files) - bad_scenarios} of {len(files)} scenario(s) agree; {same} of {total} requests")
-    if bad_scenarios:
+        for r in rows:
+            mark = "" if r.same else "   <- differs"
+            ended = ""
+            if r.vllm_ended != "finished" or r.serq_ended != "answered":
+                ended = f"   (vLLM: {r.vllm_ended}; serQ: {r.serq_ended})"
+            click.echo(f"  {r.id:<10} {_show(r.vllm)}   |  {_show(r.serq)}{mark}{ended}")
+        if step is not None:
+            click.echo(f"  first differing step: {step[0]}: vLLM scheduled {_batch(step[1])}, "
+                       f"serQ {_batch(step[2])}")
+    summary = (f"{agreeing} of {scenarios} scenario(s) agree; {same} of {requests} requests"
+               + (f"; {skipped} summary file(s) skipped" if skipped else ""))
+    if as_json:
+        click.echo(json.dumps({"summary": {"scenarios": scenarios, "agree": agreeing, "requests": requests,
+                                           "requests_agree": same, "skipped": skipped}}, sort_keys=True))
+    else:
+        click.echo(summary)
+    if agreeing != scenarios:
         sys.exit(1)
+
+
+_FIELDS = ("first_token_step", "last_token_step", "preemptions", "num_cached_tokens")

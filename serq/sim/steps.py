@@ -104,6 +104,9 @@ class IterationRecord:
     arrived: float
     preempted: int = 0
     admitted: int = 0
+    # the batch: ((session, turn), tokens) in the batch's order; the session is the trace session the
+    # run session replays (else its serial), the turn counts from 0 (serq.sim.oracle_run's keys)
+    scheduled: tuple = ()
 
 
 class StepStage(StageMember):
@@ -735,7 +738,9 @@ class StepStage(StageMember):
         if self.records is not None:
             self.records.append(IterationRecord(
                 self.t_start, self.b_tok, self.b_pre, self.b_dec, float(len(self.res)), self.b_kvd, self.b_kvp,
-                self.b_att, self.demand(), self.served_total, float(E.n_arrived), self.n_pre, self.n_adm))
+                self.b_att, self.demand(), self.served_total, float(E.n_arrived), self.n_pre, self.n_adm,
+                tuple(((J.S.trace_no if J.S.trace_no is not None else J.S.serial, J.S.turns - 1), J.sched)
+                      for J in self.batch if not J.gone)))
         k = self.n_iter
         for cs in self.claims:
             if cs.settled or cs.out_of_scope is not None:

@@ -19,7 +19,7 @@ namespace Papers.Claims.LiDaiPeng
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "4c96946204bf36bef78423004883eb1f00ac26b5611584bf0c200ae906abb8d3"
+def irDigest : String := "c84c0ddfaf63b5283c01574b066b9547bd9060b539bf0e93a1affe37b59fab69"
 
 /-- The engine: tokens cap 16, request slots 2, 64 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨16, 2, 64, 4, 0, false⟩

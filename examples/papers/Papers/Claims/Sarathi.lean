@@ -19,7 +19,7 @@ namespace Papers.Claims.Sarathi
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "7656ab66e4216b588c423ce34dd8c3df3b8d629ada6b65c0c84ba87d35e17768"
+def irDigest : String := "46e9176810e65a26352162bf1b31f8774879def50e56492879722ac7c45cb1ae"
 
 /-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨256, 32, 1024, 16, 0, false⟩
