@@ -54,7 +54,7 @@ class Scenario:
     expected: dict[tuple[int, int], Expected] = field(default_factory=dict)
     steps: int | None = None  # how many times the driver called schedule() (None: not recorded)
     did_not_finish: bool = False
-    trace: list[dict[str, int]] | None = None  # per step: request id -> tokens scheduled
+    trace: list["StepTrace"] | None = None  # per step: the tokens scheduled per request, the free blocks
 
 
 def scenario_paths(root: str | Path) -> list[Path]:
@@ -130,8 +130,12 @@ class ResultSpec(_Strict):
 
 
 class StepTrace(_Strict):
+    """One step of vLLM's trace: the tokens scheduled per request, then the KV pool's free blocks after
+    scheduling (cached blocks with no holder count as free) and the cached blocks it evicted."""
     step: Count
     scheduled: dict[str, Positive]
+    free_blocks: Count | None = None
+    evicted: Count | None = None
 
 
 class ScenarioOutput(_Strict):
@@ -191,7 +195,7 @@ def _scenario(doc: ScenarioFile, path: Path) -> Scenario:
     results = out.results
     scenario = Scenario(sc.name or path.stem, path, sc.config.model_dump(), [],
                         steps=out.schedule_calls, did_not_finish=doc.did_not_finish,
-                        trace=[t.scheduled for t in out.trace] if out.trace is not None else None)
+                        trace=out.trace)
     if sc.requests is not None:
         for i, r in enumerate(sc.requests):
             scenario.sessions.append((r.arrive, [TurnSpec(r.prompt, r.out)]))

@@ -397,6 +397,22 @@ def test_serq_oracle_command(tmp_path):
     assert out.output.strip().splitlines()[-1] == "0 of 1 scenario(s) agree; 1 of 2 requests"
 
 
+@pytest.mark.parametrize("field, shown", [("free_blocks", "free blocks after scheduling: vLLM 500, serQ 539"),
+                                           ("evicted", "blocks evicted: vLLM 3, serQ 0")])
+def test_serq_oracle_compares_the_pool_step_by_step(tmp_path, field, shown):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    data = json.loads((ORACLE / "vllm-v1-cache" / "cache_20261130_001.json").read_text())
+    step = next(t for t in data["output"]["trace"] if t["scheduled"])
+    step[field] = 500 if field == "free_blocks" else 3  # not what vLLM's pool had
+    bad = tmp_path / "c.json"
+    bad.write_text(json.dumps(data))
+    out = CliRunner().invoke(main, ["oracle", str(bad)], catch_exceptions=False)
+    assert out.exit_code == 1 and "DIFFERS" in out.output
+    assert f"first differing step: {step['step']}: {shown}" in out.output, out.output
+
+
 def test_serq_oracle_json():
     from click.testing import CliRunner
 
@@ -464,3 +480,46 @@ def test_rows_for_the_lean_model():
     assert len(rows) == len(run.records) and all(len(r) == 10 for r in rows)
     assert rows[0][0] == 0 and [r[8] for r in rows] == sorted(r[8] for r in rows)  # served grows
     assert all(r[7] >= r[1] for r in rows)  # demand covers what was scheduled
+
+
+MULTI_TURN = """fn main() {
+  device gpu { kv cap 1000; }
+  engine llm on gpu {
+    reqs cap 4;
+    tokens cap 5;
+    request (prompt, o) {
+      prefill (prompt) growing kv;
+      decode (o - 1) growing kv;
+    }
+    schedule { advance running; admit waiting while (running.preempted == 0) taking reqs (1), kv (prompt); }
+    execute (1);
+  }
+  pool kv on gpu { block 1; evict lru; preempt lifo; }
+  pool reqs on llm { queue fifo; }
+  stage thinking : delay;
+  workload {
+    trace "t.csv" ordered;
+    hidden out;
+    session { turn; while (more) { run thinking (cost(thinking, think)); turn; } }
+  }
+  server { set prompt = new; llm (prompt, out); }
+}
+"""
+
+
+@pytest.mark.parametrize("think", [0, 2])
+def test_turns_created_at_one_instant_queue_in_session_order(tmp_path, think):
+    # Trace session 1 arrives at 0 (4 tokens, 2 out), session 0 at 1 (4 tokens, 1 out); budget 5.
+    # 0: s1 prefills 4 (first token) | 1: s1 decodes its last, s0 is admitted and prefills 4, its only
+    # token: both turns end in iteration 1, s1 admitted first. Their next turns (5 tokens, 1 out) join
+    # the queue at 2 + think, s0's first (session order, as vLLM's driver creates them): it takes the
+    # whole budget then, s1's the step after.
+    from serq.link import link_file
+    from serq.sim.oracle_run import run_program
+    (tmp_path / "t.csv").write_text("session,arrive,new,out,think,forced\n"
+                                    f"0,1,4,1,{think},0\n0,1,5,1,0,0\n1,0,4,2,{think},0\n1,0,5,1,0,0\n")
+    (tmp_path / "p.sq").write_text(MULTI_TURN)
+    run = run_program(link_file(tmp_path / "p.sq"), tmp_path)
+    got = {k: (int(o.first), int(o.last)) for k, o in sorted(run.turns.items())}
+    t = 2 + think
+    assert got == {(0, 0): (1, 1), (1, 0): (0, 1), (0, 1): (t, t), (1, 1): (t + 1, t + 1)}

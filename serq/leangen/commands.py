@@ -65,6 +65,11 @@ def build_cmd(files: tuple[str, ...], jobs: int, force: bool, no_lake: bool,
     Lean, test fixtures). Errors print as file:line:col: error: message; the exit
     status is 1 when anything fails.
     """
+    from serq.cli import guarded
+    guarded(_build)(files, jobs, force, no_lake, timeout, as_json, quiet)
+
+
+def _build(files, jobs, force, no_lake, timeout, as_json, quiet) -> None:
     if jobs > B.slot_count() and not quiet:
         click.echo(f"lean: --jobs {jobs} capped at {B.slot_count()} (machine-wide Lean slots)", err=True)
     try:
@@ -95,6 +100,11 @@ def check_cmd(paths: tuple[str, ...], no_build: bool, jobs: int, quiet: bool) ->
     examples/papers/ClaimsProved.lean; then builds (incrementally) and refuses any
     "declaration uses 'sorry'" warning. Exit status 1 on any finding.
     """
+    from serq.cli import guarded
+    guarded(_check)(paths, no_build, jobs, quiet)
+
+
+def _check(paths, no_build, jobs, quiet) -> None:
     try:
         res = B.check(run_build=not no_build, jobs=jobs, extra=paths, on_event=_progress(quiet))
     except B.LeanError as e:

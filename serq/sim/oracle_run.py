@@ -185,20 +185,49 @@ def compare(scenario, run: ProgramRun) -> list[RequestComparison]:
     return rows
 
 
-def first_differing_step(scenario, run: ProgramRun) -> tuple[int, dict, dict] | None:
+@dataclass(frozen=True)
+class StepDifference:
+    """The first step where serQ's iteration parts from vLLM's trace: `what` differs (the tokens
+    scheduled per request, the KV pool's free blocks after scheduling, or the blocks evicted), with
+    vLLM's value and serQ's."""
+
+    step: int
+    what: str
+    vllm: object
+    serq: object
+
+    def __str__(self) -> str:
+        if self.what == "scheduled":
+            return f"{self.step}: vLLM scheduled {_batch(self.vllm)}, serQ {_batch(self.serq)}"
+        return f"{self.step}: {self.what}: vLLM {self.vllm}, serQ {self.serq}"
+
+
+def first_differing_step(scenario, run: ProgramRun) -> StepDifference | None:
     """The first step whose scheduled tokens per request differ between vLLM's trace and serQ's
-    iterations: (step, vLLM's {id: tokens}, serQ's), or None (no trace in the file, or none differs)."""
+    iterations or, where both have the step, whose free KV blocks after scheduling or evicted blocks
+    differ. None: no trace in the file, or nothing differs."""
     if scenario.trace is None:
         return None
-    ours: dict[int, dict] = {}
-    for r in run.records:
-        ours[int(r.start)] = {scenario.ids.get(k, f"session {k[0]} turn {k[1]}"): _int(n) for k, n in r.scheduled}
+    ours: dict[int, object] = {int(r.start): r for r in run.records}
+    block = float(scenario.config["block_size"])
+    evicted_before = 0.0
     steps = max(len(scenario.trace), max(ours, default=-1) + 1)
     for k in range(steps):
-        theirs = scenario.trace[k] if k < len(scenario.trace) else {}
-        mine = ours.get(k, {})
-        if theirs != mine:
-            return k, theirs, mine
+        theirs = scenario.trace[k] if k < len(scenario.trace) else None
+        r = ours.get(k)
+        mine = {scenario.ids.get(key, f"session {key[0]} turn {key[1]}"): _int(n) for key, n in r.scheduled} \
+            if r is not None else {}
+        wanted = theirs.scheduled if theirs is not None else {}
+        if wanted != mine:
+            return StepDifference(k, "scheduled", wanted, mine)
+        if r is None or theirs is None or not r.memory:
+            continue
+        _, free, evicted = r.memory[0]
+        if theirs.free_blocks is not None and _int(free / block) != theirs.free_blocks:
+            return StepDifference(k, "free blocks after scheduling", theirs.free_blocks, _int(free / block))
+        if theirs.evicted is not None and _int((evicted - evicted_before) / block) != theirs.evicted:
+            return StepDifference(k, "blocks evicted", theirs.evicted, _int((evicted - evicted_before) / block))
+        evicted_before = evicted
     return None
 
 
@@ -270,12 +299,12 @@ def _oracle(files, quiet, as_json) -> None:
                 click.echo(f"{sc.name}: the run failed: {render(e)}")
             continue
         rows = compare(sc, run)
-        ok = all(r.same for r in rows)
+        step = first_differing_step(sc, run)  # a scenario agrees request by request and step by step
+        ok = all(r.same for r in rows) and step is None
         n_same = sum(1 for r in rows if r.same)
         requests += len(rows)
         same += n_same
         agreeing += ok
-        step = None if ok else first_differing_step(sc, run)
         if as_json:
             click.echo(json.dumps({
                 "scenario": sc.name, "file": str(f), "agrees": ok,
@@ -283,7 +312,8 @@ def _oracle(files, quiet, as_json) -> None:
                               "vllm": dict(zip(_FIELDS, r.vllm), ended=r.vllm_ended),
                               "serq": (dict(zip(_FIELDS, r.serq)) if r.serq is not None else {}) |
                               {"ended": r.serq_ended}} for r in rows],
-                "first_differing_step": None if step is None else {"step": step[0], "vllm": step[1], "serq": step[2]},
+                "first_differing_step": None if step is None else
+                {"step": step.step, "what": step.what, "vllm": step.vllm, "serq": step.serq},
             }, sort_keys=True))
             continue
         if quiet and ok:
@@ -299,8 +329,7 @@ def _oracle(files, quiet, as_json) -> None:
                 ended = f"   (vLLM: {r.vllm_ended}; serQ: {r.serq_ended})"
             click.echo(f"  {r.id:<10} {_show(r.vllm)}   |  {_show(r.serq)}{mark}{ended}")
         if step is not None:
-            click.echo(f"  first differing step: {step[0]}: vLLM scheduled {_batch(step[1])}, "
-                       f"serQ {_batch(step[2])}")
+            click.echo(f"  first differing step: {step}")
     summary = (f"{agreeing} of {scenarios} scenario(s) agree; {same} of {requests} requests"
                + (f"; {skipped} summary file(s) skipped" if skipped else ""))
     if as_json:

@@ -139,6 +139,7 @@ class PoolMember:
         self.growers: deque = deque()
         # statistics
         self.t_last = 0.0
+        self.evicted_total = 0.0  # units evicted since the run's start (the warm-up does not clear it)
         self.clear_stats()
 
     def clear_stats(self) -> None:
@@ -296,6 +297,7 @@ class PoolMember:
             e.units -= taken
             self.cached -= taken
             self.evicted_units += taken
+            self.evicted_total += taken
             if self.spill is not None and taken > 0.0:
                 E.spill(self, e, taken)  # what left this entry, written to the tier at once
             if e.units <= 0.0:

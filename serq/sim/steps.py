@@ -107,6 +107,8 @@ class IterationRecord:
     # the batch: ((session, turn), tokens) in the batch's order; the session is the trace session the
     # run session replays (else its serial), the turn counts from 0 (serq.sim.oracle_run's keys)
     scheduled: tuple = ()
+    # the stage's memory pools after scheduling: (pool, free units, units evicted since the run's start)
+    memory: tuple = ()
 
 
 class StepStage(StageMember):
@@ -127,6 +129,7 @@ class StepStage(StageMember):
         self.end_fn = self.end
         self.claims: list = []  # claims over its iterations
         self.records: list | None = None  # per-iteration records, when asked for
+        self._memory: list | None = None  # memory_pools(), once asked for
         self.fresh: list | None = None  # jobs added while a thread this iteration admitted ran
         self.adm_budget: float | None = None  # budget_left while exclusive prefill tries a waiting prefill
         # the iteration being planned or executed
@@ -740,7 +743,8 @@ class StepStage(StageMember):
                 self.t_start, self.b_tok, self.b_pre, self.b_dec, float(len(self.res)), self.b_kvd, self.b_kvp,
                 self.b_att, self.demand(), self.served_total, float(E.n_arrived), self.n_pre, self.n_adm,
                 tuple(((J.S.trace_no if J.S.trace_no is not None else J.S.serial, J.S.turns - 1), J.sched)
-                      for J in self.batch if not J.gone)))
+                      for J in self.batch if not J.gone),
+                tuple((m.label, m.cap - m.used, m.evicted_total) for m in self.memory_pools())))
         k = self.n_iter
         for cs in self.claims:
             if cs.settled or cs.out_of_scope is not None:
@@ -754,6 +758,12 @@ class StepStage(StageMember):
                     cs.settled = (E.now, k)
             elif v != 0.0:
                 cs.settled = (E.now, k)
+
+    def memory_pools(self) -> list:
+        """The pools this stage is the memory of (its residents are their preemption victims)."""
+        if self._memory is None:
+            self._memory = [m for ms in self.E.pool_members.values() for m in ms if m.mem_stage is self]
+        return self._memory
 
     def summary(self, span: float) -> dict:
         return {
