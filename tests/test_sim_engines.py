@@ -7,6 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simtools import REPO, run_example
 from serq.oracle import load_scenario, scenario_paths
@@ -523,3 +525,47 @@ def test_turns_created_at_one_instant_queue_in_session_order(tmp_path, think):
     got = {k: (int(o.first), int(o.last)) for k, o in sorted(run.turns.items())}
     t = 2 + think
     assert got == {(0, 0): (1, 1), (1, 0): (0, 1), (0, 1): (t, t), (1, 1): (t + 1, t + 1)}
+
+
+def _paths(node, prefix=()):
+    """Every JSON path of a document, leaves and containers."""
+    yield prefix
+    if isinstance(node, dict):
+        for k, v in node.items():
+            yield from _paths(v, prefix + (k,))
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from _paths(v, prefix + (i,))
+
+
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers(-10**30, 10**30) | st.floats(allow_nan=True)
+                           | st.text(max_size=5), lambda kids: st.lists(kids, max_size=3)
+                           | st.dictionaries(st.text(max_size=5), kids, max_size=3), max_leaves=6)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_mutated_scenario_file_is_read_or_refused_never_crashes(tmp_path, data):
+    # any field of a real scenario replaced by any JSON value (or removed): the loader returns a
+    # scenario or refuses the file with a SerqError, and nothing else
+    from serq.errors import SerqError
+    doc = json.loads((ORACLE / "vllm-v1-cache" / "cache_20261130_001.json").read_text())
+    paths = sorted(_paths(doc), key=repr)
+    path = data.draw(st.sampled_from(paths))
+    value = data.draw(JSON_VALUES)
+    if not path:
+        doc = value
+    else:
+        parent = doc
+        for k in path[:-1]:
+            parent = parent[k]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = value
+    f = tmp_path / "m.json"
+    f.write_text(json.dumps(doc))
+    try:
+        load_scenario(f)
+    except SerqError as e:
+        assert e.kind == "usage" and str(f) in e.message
