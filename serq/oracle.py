@@ -72,8 +72,10 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="ignore", strict=True)
 
 
+# Bounds far above any scheduler scenario, so that no file makes a run allocate or step without end
 Count = Annotated[int, Field(ge=0, le=10**9)]
 Positive = Annotated[int, Field(ge=1, le=10**9)]
+Tokens = Annotated[int, Field(ge=1, le=10**6)]
 
 
 class ScenarioConfig(_Strict):
@@ -88,14 +90,14 @@ class ScenarioConfig(_Strict):
 
 class RequestSpec(_Strict):
     id: str
-    prompt: Positive
-    out: Positive
+    prompt: Tokens
+    out: Tokens
     arrive: Count
 
 
 class TurnFile(_Strict):
-    new: Count
-    out: Positive
+    new: Annotated[int, Field(ge=0, le=10**6)]
+    out: Tokens
     think: Count = 0
     miss: bool = False
 
