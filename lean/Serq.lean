@@ -8,6 +8,7 @@ public import Serq.Spt
 public import Serq.OneAtATime
 public import Serq.Claims
 public import Serq.Agree
+public import Serq.Stuck
 public import Serq.Oracle
 
 /-! # serQ in Lean

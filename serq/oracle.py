@@ -57,10 +57,10 @@ class Scenario:
     trace: list["StepTrace"] | None = None  # per step: the tokens scheduled per request, the free blocks
 
 
-def scenario_paths(root: str | Path) -> list[Path]:
-    """The scenario files of every shared set under `root` (tests/data/oracle), without the sets'
-    SUMMARY.json."""
-    return sorted(p for p in Path(root).glob("vllm-v1*/*.json") if p.name != "SUMMARY.json")
+def scenario_paths(root: str | Path, sets: str = "vllm-v1*") -> list[Path]:
+    """The scenario files of the shared sets named by `sets` (a folder, or a glob of folders) under
+    `root` (tests/data/oracle), without the sets' SUMMARY.json."""
+    return sorted(p for p in Path(root).glob(f"{sets}/*.json") if p.name != "SUMMARY.json")
 
 
 class SummaryFile(SerqError):

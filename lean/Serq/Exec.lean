@@ -529,10 +529,11 @@ def step (eng : Engine) (sessions : List Session) (m : Machine) : Machine :=
     let m'' := apply eng sessions m.now m' p2.done []
     { m'' with now := m.now + 1 }
 
-/-- Run `fuel` scheduler steps at most, stopping when every turn is answered. -/
+/-- Run `fuel` scheduler steps at most, stopping when nothing more will happen: every turn is
+answered (or refused), or the queue is stuck for good (a step would leave the machine as it is). -/
 def run (eng : Engine) (sessions : List Session) : Nat → Machine → Machine
   | 0, m => m
-  | fuel + 1, m => if m.quiet then m else run eng sessions fuel (step eng sessions m)
+  | fuel + 1, m => if m.settled eng then m else run eng sessions fuel (step eng sessions m)
 
 /-- The outcome of turn `turn` of session `sid`, if it was answered. -/
 def outcomeOf (sid turn : Nat) : List Outcome → Option Outcome
@@ -572,5 +573,10 @@ def meetsNone (os : List Outcome) : List (Nat × Nat) → Bool
     (match outcomeOf sid turn os with
      | none => true
      | some _ => false) && meetsNone os ts
+
+/-- Does the run answer the turns `es` as the oracle did, and leave the turns `ts` unanswered as
+the oracle did (a scenario in which the oracle did not finish every request within its steps)? -/
+def meetsUnfinished (os : List Outcome) (es : List Expect) (ts : List (Nat × Nat)) : Bool :=
+  meets os es && meetsNone os ts
 
 end Serq

@@ -82,8 +82,9 @@ def interpreter(program: ir.Program, base: Path) -> Observed:
     """The reference interpreter's run of a case, as the Lean statement reads it."""
     from serq.sim.oracle_run import run_program
     run = run_program(program, base)
+    # the model records an outcome for an answered turn only (not for one rejected, refused or waiting)
     outcomes = tuple(sorted((sid, turn, _nat(o.first), _nat(o.last), o.preemptions, _nat(o.cached))
-                            for (sid, turn), o in run.turns.items()))
+                            for (sid, turn), o in run.turns.items() if o.ended == "answered"))
     records = tuple((_nat(r.start), _nat(r.tokens), _nat(r.prefilled), _nat(r.decoders), _nat(r.residents),
                      _nat(r.kv_decode), _nat(r.kv_prefill), _nat(r.demand), _nat(r.served), _nat(r.arrived))
                     for r in run.records)
