@@ -103,10 +103,23 @@ class Thread:
         return s
 
 
+class _Itself:
+    """`MainThread.sess` once a session has ended: the session itself, read through the class.
+
+    While a session lives, `sess` is an instance attribute (the hot path reads it at every
+    statement); that is a reference from the session to itself, a cycle the run's disabled cyclic
+    collector would never free. `forget_itself` drops the attribute when the session ends, and this
+    non-data descriptor answers for it from then on, holding no reference."""
+
+    def __get__(self, obj, cls=None):
+        return self if obj is None else obj
+
+
 class MainThread(Thread):
     """A session: its main thread."""
 
     kind = MAIN
+    sess = _Itself()
 
     def __init__(self, A: dict, serial: int) -> None:
         self.sess = self
@@ -115,6 +128,11 @@ class MainThread(Thread):
 
 
 Session = MainThread
+
+
+def forget_itself(S: Thread) -> None:
+    """Cut an ended session's reference to itself (`_Itself`), so that freeing it needs no collector."""
+    S.__dict__.pop("sess", None)
 
 
 class Engine:
@@ -439,6 +457,8 @@ class Engine:
         self.t_live_sum -= ta
         self.live -= 1
         self.n_ended += 1
+        if S.kind == MAIN:
+            forget_itself(S)
         if self.closed:
             self.arrive()
         elif self.live == 0 and self.arrivals_limit is not None and not self.arrivals_open:
@@ -516,6 +536,8 @@ class Engine:
         self.n_ended += 1
         if refused or S.refused:
             self.n_refused += 1
+        if S.kind == MAIN:
+            forget_itself(S)
         if self.closed:
             self.arrive()
         elif self.arrivals_limit is not None and not self.arrivals_open and self.live == 0:
