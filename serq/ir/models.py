@@ -48,7 +48,7 @@ class Loc(Node):
 ContextVar = Literal[
     "now", "present", "waited", "decoding", "admission", "remaining", "position",
     "residents", "decoders", "kv_decode", "kv_prefill", "waiting_holds", "tokens", "prefilled", "attention",
-    "preempted", "admitted", "demand", "served", "arrived",
+    "preempted", "admitted", "demand", "served", "arrived", "size", "waiting",
 ]
 FunctionName = Literal["min", "max", "floor", "ceil", "abs", "sqrt", "exp", "log", "pow", "reusable"]
 PoolObservable = Literal["used", "free", "holders", "queued", "cachedin", "blocksize"]
@@ -448,6 +448,9 @@ Arrival = Annotated[Union[Poisson, Renewal, Closed, Batch, NoArrivals, Trace], F
 
 class Workload(Node):
     arrival: Arrival
+    # a trace beside an arrival law: the law says when sessions come, the trace what their turns are
+    # (with a trace and no law, the arrival is the trace itself, `Trace`, and its times are the file's)
+    trace: Trace | None = None
     init: list[Stmt] = []
     turn: list[Stmt] = []
     session: list[Stmt] = [TurnStmt()]

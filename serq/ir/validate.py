@@ -61,6 +61,8 @@ class _Validator:
             self._stage(st)
         wl = p.workload
         self._arrival(wl.arrival)
+        if wl.trace is not None and isinstance(wl.arrival, ir.Trace):
+            raise _Where("workload.trace").error("a trace beside a trace arrival: the workload replays one trace")
         for name in wl.hidden:
             a = self.attrs.get(name)
             if a is None or not (a.side == "session" or name in C.TRACE_ATTRIBUTES):

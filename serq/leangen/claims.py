@@ -283,10 +283,13 @@ class _Observations:
         self.values: dict[str, str] = dict(CLIENT_VALUES)
         self.wanted: list[str] = []
         observes = trailing_observes(program)
+        written: set[str] = set()
         for st in observes:
-            if st.name in self.values:
+            # the program's `observe response` is its own value: it replaces the client's in the claims
+            if st.name in written:
                 raise _outside(f"observe `{st.name}` written twice: the model records one value per turn",
                                st.at, base)
+            written.add(st.name)
             value = self._nat(st.value, st)
             self.values[st.name] = f"match sessionTurn ss o.sid o.turn with | some t => {value} | none => 0"
 

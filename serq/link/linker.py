@@ -18,7 +18,7 @@ from serq.ir import catalogue as C
 from serq.ir import models as ir
 from serq.ir.catalogue import Moment as M
 from serq.link.consts import ConstValue, apply_binary, apply_function, format_number
-from serq.link.expand import Expander, draws, walk_expr
+from serq.link.expand import Expander, draws, map_stmt_exprs, walk_expr
 from serq.link.loader import Unit
 from serq.syntax import ast as A
 
@@ -88,6 +88,8 @@ class Linker:
         self.lease_pools: set[tuple] = set()
         self.release_outside: list[tuple[tuple, A.Span, str]] = []
         self.assigned_names: set[str] = set()
+        self.observed_names: set[str] = set()
+        self.header_engine: str | None = None  # the engine admitting the first pool of the hold being linked
 
     # ================================================================ entry
     def link(self) -> ir.Program:
@@ -105,6 +107,7 @@ class Linker:
             elif isinstance(item, A.Input):
                 self._input(item)
         self.assigned_names = _assigned_names(main.items)
+        self.observed_names = _assigned_names(main.items, observes_only=True)
         self.expander = Expander(definitions, self._count_value, self._name_taken)
         from serq.lower import lower
         kernel_items = lower([i for i in main.items if not isinstance(i, (A.Constant, A.Input))],
@@ -119,7 +122,8 @@ class Linker:
         for item in kernel_items:
             if isinstance(item, A.PoolDecl):
                 self._declare(item.name, "pool", item.span)
-                pool_items.append(item)
+                # a def in a queue, eviction or preemption key, a spill's cost or test, a cap: written out
+                pool_items.append(map_stmt_exprs(item, self.expander.expr))
             elif isinstance(item, (A.StageDecl, A.StepStageDecl)):
                 self._declare(item.name, "stage", item.span)
                 stage_items.append(item)
@@ -152,7 +156,7 @@ class Linker:
             for p in d.params:
                 self._check_not_supplied(p, "a parameter", d.span)
                 if p in self.decls and self.decls[p].kind != "def":
-                    raise _err(f"parameter `{p}` of `{d.name}` has the name of a {self.decls[p].kind}", d.span)
+                    raise _err(f"parameter `{p}` of `{d.name}` has the name of {self._ARTICLE[self.decls[p].kind]}", d.span)
 
         # -- at admission bindings keep their names to themselves
         raw_bodies = [b for blocks in (workload.init, workload.turn, workload.session) for b in blocks]
@@ -216,16 +220,18 @@ class Linker:
 
     # ================================================================ names
     def _name_taken(self, name: str) -> bool:
-        return (name in self.decls or name in C.CONTEXT_VARIABLES or name in C.SUPPLIED_NAMES
+        return (name in self.decls or name in C.RESERVED_CONTEXT or name in C.SUPPLIED_NAMES
                 or name in C.BUILTIN_ATTRIBUTES or name in C.TRACE_ATTRIBUTES
                 or name in self.assigned_names or name in C.FUNCTIONS
                 or name in C.POOL_OBSERVABLES or name in C.STAGE_OBSERVABLES)
 
     def _check_not_supplied(self, name: str, what: str, span: A.Span) -> None:
-        if name in C.CONTEXT_VARIABLES or name in C.SUPPLIED_NAMES:
+        if name in C.RESERVED_CONTEXT or name in C.SUPPLIED_NAMES:
             raise _err(f"{what} may not be named `{name}`: the language supplies that name", span)
         if name in C.BUILTIN_ATTRIBUTES or name in C.TRACE_ATTRIBUTES:
             raise _err(f"{what} may not be named `{name}`: it is a built-in session attribute", span)
+        if what == "a def" and name != "cost":
+            return  # a def may take a catalogue function's name: in its program it is that name's meaning
         if name in C.FUNCTIONS or name in C.POOL_OBSERVABLES or name in C.STAGE_OBSERVABLES or name == "cost":
             raise _err(f"{what} may not be named `{name}`: it is a function of the language", span)
 
@@ -247,8 +253,10 @@ class Linker:
         set_names = {st.target.name for body in bodies for st in A.walk_stmts(body)
                      if isinstance(st, A.Set) and st.target.is_bare}
         set_names |= {st.name for body in bodies for st in A.walk_stmts(body)
-                      if isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose, A.CostFieldsDecl, A.Observe))}
+                      if isinstance(st, (A.SizeDecl, A.CostDecl, A.Choose, A.CostFieldsDecl))}
         set_names |= self.assigned_names
+        observed = {st.name for body in bodies for st in A.walk_stmts(body) if isinstance(st, A.Observe)}
+        observed |= self.observed_names
         holds = [st for body in bodies for st in A.walk_stmts(body) if isinstance(st, A.Hold) and st.bindings]
         if not holds:
             return
@@ -260,6 +268,9 @@ class Linker:
                 if prior is not None:
                     raise _err(f"binding `{b.name}` has the name of {self._ARTICLE[prior.kind]} declared at "
                                f"{prior.span}: a binding's name is its own", b.span)
+                if b.name in observed:
+                    raise _err(f"binding `{b.name}` has the name of an observe: a binding's name is its own",
+                               b.span)
                 if b.name in set_names:
                     raise _err(f"binding `{b.name}` has the name of an attribute the program sets: "
                                "a binding's name is its own", b.span)
@@ -314,8 +325,11 @@ class Linker:
             from serq.syntax.parser import parse
             text = self.supplied[item.arg]
             try:
-                module = parse(f"fn main() {{ let supplied = {text}; }}", f"<input {item.arg}>")
-                expr = module.items[0].items[0].value  # type: ignore[union-attr]
+                if not isinstance(text, str):  # an instance file's `let`: parsed where it is written
+                    expr = text
+                else:
+                    module = parse(f"fn main() {{ let supplied = {text}; }}", f"<input {item.arg}>")
+                    expr = module.items[0].items[0].value  # type: ignore[union-attr]
             except SerqError:
                 raise SerqError(f"input `{item.arg}`: `{text}` is not an expression", None, "usage") from None
             value = self._const_eval(expr, f"input `{item.arg}`")
@@ -389,9 +403,16 @@ class Linker:
         if not w.arrivals:
             raise _err("the workload has no arrivals: write `arrive poisson(rate);`, `renewal(gap)`, "
                        "`closed(n)`, `batch(n)`, `none`, or `trace \"file.csv\";`", w.span)
-        if len(w.arrivals) > 1:
-            raise _err("a second arrival law: the workload has one", w.arrivals[1].span)
-        arrival = self._arrival(w.arrivals[0])
+        laws = [a for a in w.arrivals if a.kind != "trace"]
+        traces = [a for a in w.arrivals if a.kind == "trace"]
+        if len(laws) > 1:
+            raise _err("a second arrival law: the workload has one", laws[1].span)
+        if len(traces) > 1:
+            raise _err("a second trace: the workload replays one", traces[1].span)
+        # `arrive batch(N); trace "f.csv";`: the law's sessions replay the trace's turns; a trace alone
+        # is also the arrival law (its sessions at the file's times)
+        arrival = self._arrival(laws[0] if laws else traces[0])
+        trace = self._arrival(traces[0]) if laws and traces else None
         session = w.session[0] if w.session else None
         if session is not None and not _contains(session, A.Turn):
             raise _err("the session block has no `turn;`: an explicit session submits its turns", w.span)
@@ -401,6 +422,7 @@ class Linker:
             turn=self._block(w.turn[0], StmtScope("turn")) if w.turn else [],
             session=self._block(session, StmtScope("session")) if session is not None else [ir.TurnStmt()],
             hidden=[n for n, _ in w.hidden],
+            trace=trace,
         )
 
     def _arrival(self, a: A.Arrival):
@@ -460,8 +482,6 @@ class Linker:
                     if prior is not None:
                         raise _err(f"observe `{s.name}` has the name of {self._ARTICLE[prior.kind]} declared at "
                                    f"{prior.span}", s.span)
-                    if s.name in C.CLIENT_METRICS:
-                        raise _err(f"observe `{s.name}`: the report's client section already has `{s.name}`", s.span)
                     self.observes.setdefault(s.name, s.span)
         for name, span in w.hidden:
             if name in C.SCHEDULER_ATTRIBUTES:
@@ -487,7 +507,7 @@ class Linker:
                    target.span)
 
     def _attribute(self, name: str, type_: str, side: str, span: A.Span) -> None:
-        if name in C.CONTEXT_VARIABLES or name in C.SUPPLIED_NAMES:
+        if name in C.RESERVED_CONTEXT or name in C.SUPPLIED_NAMES:
             raise _err(f"`set {name}`: `{name}` is a name the language supplies, not an attribute", span)
         prior = self.decls.get(name)
         if prior is not None:
@@ -748,7 +768,9 @@ class Linker:
                 raise _err(f"`{_show_ref(e)}` is a {'pool' if name in self.pools else 'stage'}, not a value: "
                            f"read it with an observable, e.g. used({_show_ref(e)})", e.span)
             raise _err(f"`{_show_ref(e)}`: `{name}` has no members or indices", e.span)
-        if name in C.CONTEXT_VARIABLES:
+        if name in C.CONTEXTUAL_NAMES and moment == M.EVICT_KEY:
+            return self._entry_value(name, e), None
+        if name in C.RESERVED_CONTEXT:
             desc, moments = C.CONTEXT_VARIABLES[name]
             if moment not in moments:
                 allowed = ", ".join(sorted(m.value for m in moments))
@@ -758,8 +780,15 @@ class Linker:
         if name in self.consts:
             v = self.consts[name].value
             return (ir.Inf() if v == math.inf else ir.Num(value=v)), None
+        reg = self._header_register(e, moment)
         if name in self.attributes:
+            if reg is not None:
+                raise _err(f"`{name}` is an attribute and a register of engine `{self.header_engine}`, whose "
+                           f"pool this hold waits in: write `{self.header_engine}.{name}` for the register",
+                           e.span)
             return self._attr(name, e, moment)
+        if reg is not None:
+            return reg, None
         if name in self.pools or name in self.stages:
             kind = "pool" if name in self.pools else "stage"
             raise _err(f"`{name}` is a {kind}, not a value: read it with an observable, e.g. "
@@ -772,7 +801,28 @@ class Linker:
             raise _err(f"`{name}` is {self._ARTICLE[d.kind]}, not a value here", e.span)
         if name in C.TRACE_ATTRIBUTES:
             raise _err(f"`{name}` is a trace attribute: it exists only with `trace \"file.csv\";`", e.span)
+        if name in C.CONTEXTUAL_NAMES:
+            raise _err(_entry_value_elsewhere(name, moment), e.span)
         raise _err(f"unknown name `{name}`", e.span)
+
+    def _entry_value(self, name: str, e: A.Ref) -> ir.Ctx:
+        """`size` or `waiting` in an eviction key: the cached entry's. A program that declares `size`
+        itself, as a value (a let, an input, an attribute), does not read it there: which one the key
+        means would be a guess. (An observation, a gauge, a pool or a def of that name is no value there.)"""
+        if name in self.consts or name in self.attributes:
+            d = self.decls.get(name)
+            what = f"{self._ARTICLE[d.kind]} declared at {d.span}" if d is not None and d.kind in self._ARTICLE \
+                else ("a constant" if name in self.consts else "a session attribute")
+            raise _err(f"`{name}` in an eviction key is the cached entry's ({C.CONTEXT_VARIABLES[name][0]}), and "
+                       f"the program also has `{name}`, {what}: rename the program's `{name}`", e.span)
+        return ir.Ctx(var=name)
+
+    def _header_register(self, e: A.Ref, moment: M) -> ir.Expr | None:
+        """A bare register name in the header of a hold whose first pool engine E admits: `E.NAME`."""
+        E = self.header_engine
+        if moment != M.HOLD_HEADER or E is None or E not in self.stages:
+            return None
+        return self._register(A.Ref(E, [A.FieldSel(e.name, e.span)], e.span), moment, None)
 
     def _register(self, e: A.Ref, moment: M, stage: str | None) -> ir.Expr | None:
         """`E.NAME`: a register of step stage E, read by its engine, a gauge, a claim, a pool's key, a header."""
@@ -1085,11 +1135,25 @@ class Linker:
             raise _err(f"{what} stands inside a hold of `{_show_ref(ref)}` (the holds around it: {held})", ref.span)
 
     def _hold(self, s: A.Hold, scope: StmtScope) -> ir.HoldStmt:
-        moment = self._moment(scope)
+        names = ", ".join(_show_ref(p.pool) for p in s.pools)
+        # a header whose first pool an engine admits reads that engine's registers bare, as its clauses do
+        first = s.pools[0].pool.name if s.pools else None
+        self.header_engine = self.pools[first].admit_via if first in self.pools else None
+        try:
+            pools, keys, header_attrs, reuse = self._hold_header(s, names)
+        finally:
+            self.header_engine = None
+        for name, span in header_attrs:
+            self.header_reads.append((name, span, names))
+        needed = {p.pool.pool for p in pools}
+        preemptible = scope.preemptible or any(
+            isinstance(self.pools[p.pool.pool].preempt, ir.PreemptBy) for p in pools)
+        return self._hold_rest(s, scope, pools, keys, reuse, needed, preemptible)
+
+    def _hold_header(self, s: A.Hold, names: str):
         pools: list[ir.HoldPool] = []
         keys: list[tuple] = []
         header_attrs: list[tuple[str, A.Span]] = []
-        names = ", ".join(_show_ref(p.pool) for p in s.pools)
         for hp in s.pools:
             pref = self._pool_ref(hp.pool, M.HOLD_HEADER)
             key = _ref_key(pref)
@@ -1121,10 +1185,9 @@ class Linker:
             self._amount_type(rt, needed, "the reuse of the hold", s.reuse.span)
             self._check_amount(reuse, "the reuse of the hold", s.reuse.span)
             header_attrs.extend(_attrs_read(s.reuse))
-        for name, span in header_attrs:
-            self.header_reads.append((name, span, names))
-        preemptible = scope.preemptible or any(
-            isinstance(self.pools[p.pool.pool].preempt, ir.PreemptBy) for p in pools)
+        return pools, keys, header_attrs, reuse
+
+    def _hold_rest(self, s: A.Hold, scope: StmtScope, pools, keys, reuse, needed, preemptible) -> ir.HoldStmt:
         inner = scope.inner(holds=scope.holds + [(k, None, s) for k in keys], preemptible=preemptible)
         if s.cache is None:
             for n in _stmt_refs(s.body):
@@ -1257,6 +1320,16 @@ def _arity(lo: int, hi: int | None) -> str:
     return str(lo) if lo == hi else f"{lo} to {hi}"
 
 
+def _entry_value_elsewhere(name: str, moment: M) -> str:
+    """The refusal of bare `size` or `waiting` outside an eviction key."""
+    desc = C.CONTEXT_VARIABLES[name][0]
+    if name == "waiting":
+        return (f"bare `waiting` is read in an eviction key only (`evict by (…)`: {desc}), not in "
+                f"{_moment_text(moment)}; an engine's clauses read `waiting.count` and `waiting.admitted`")
+    return (f"`{name}` is read in an eviction key only (`evict by (…)`: {desc}), not in {_moment_text(moment)}, "
+            f"and the program declares no `{name}`")
+
+
 def _moment_text(m: M) -> str:
     return {
         M.CONSTANT: "a constant", M.SESSION: "a session statement", M.SERVER: "a server statement",
@@ -1305,8 +1378,9 @@ def _stmt_name(s) -> str:
 
 
 
-def _assigned_names(items) -> set[str]:
-    """Every name a set, Size, Cost, choose or observe assigns anywhere in the items, requests and entries included."""
+def _assigned_names(items, observes_only: bool = False) -> set[str]:
+    """Every name a set, Size, Cost, choose or observe assigns anywhere in the items, requests and entries
+    included (with `observes_only`, the observes' alone)."""
     from dataclasses import fields as dc_fields, is_dataclass
     found: set[str] = set()
 
@@ -1317,7 +1391,10 @@ def _assigned_names(items) -> set[str]:
             return
         if not is_dataclass(node) or isinstance(node, A.Span):
             return
-        if isinstance(node, A.Set) and node.target.is_bare:
+        if observes_only:
+            if isinstance(node, A.Observe):
+                found.add(node.name)
+        elif isinstance(node, A.Set) and node.target.is_bare:
             found.add(node.target.name)
         elif isinstance(node, (A.SizeDecl, A.CostDecl, A.CostFieldsDecl, A.Choose, A.Observe)):
             found.add(node.name)

@@ -215,8 +215,10 @@ def build(E) -> None:
     E.gap_fn = resolve(gap_fn, ns) if gap_fn is not None else None
     # -- statistics
     E.observes = [SampleSet(n, meta, n in claimed) for n in E.observe_names]
-    E.claim_values = {s.name: s for s in E.observes}
-    E.claim_values.update({"response": E.client_response, "ttft": E.client_ttft, "tpot": E.client_tpot})
+    # a claim's `count(response)` reads the program's own `observe response` when it has one (the
+    # reference keeps the program's observation beside the client's, under its own name)
+    E.claim_values = {"response": E.client_response, "ttft": E.client_ttft, "tpot": E.client_tpot}
+    E.claim_values.update({s.name: s for s in E.observes})
     for name in claimed:
         if name not in E.claim_values:
             E.claim_values[name] = SampleSet(name, False, True)

@@ -419,6 +419,9 @@ class _ToAst(Transformer):
         c[0].span = self._span(meta)
         return ("nic", c[0])
 
+    def entry_verb(self, meta, c):
+        return str(c[0])
+
     def q_entry(self, meta, c):
         return ("entry", A.QueueEntry(str(c[0]), c[1], str(c[2]) if c[2] else None, c[3], self._span(meta)))
 
@@ -456,6 +459,13 @@ class _ToAst(Transformer):
     # -- statements
     def block(self, meta, c):
         return list(c)
+
+    def st_old_request(self, meta, c):
+        # an earlier form of the language: refused with what the reference writes in its place
+        raise SerqError("`request;` is not a statement of the language: a server calls its engine's request "
+                        "in its place, `ENGINE (args);` (the engine declares `request (NAME, …) { … }`), "
+                        "or holds the pools and runs the stage itself, `hold POOL (…) { run STAGE … }`",
+                        self._span(meta), "parse")
 
     def st_turn(self, meta, c):
         return A.Turn(self._span(meta))
