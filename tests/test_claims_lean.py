@@ -239,3 +239,15 @@ def test_serq_lean_claims_prints_the_generated_module_or_refuses_with_the_locati
     assert out.returncode == 1 and "Traceback" not in out.stderr
     assert "sjf.sq:27:3: error: outside the Lean fragment:" in out.stderr
     assert "FCFS policy serves its waiting queue first come, first served" in out.stderr
+
+
+def test_a_claim_reads_the_programs_own_response_in_the_model(tmp_path):
+    # `observe response = out + 1;`: the claim's total(response) is the program's value per
+    # turn, not the client's (first token to last), in Lean as in the interpreter
+    root = _copy_papers(tmp_path)
+    sq = root / "examples" / "papers" / "smith_spt.sq"
+    sq.write_text(sq.read_text().replace("observe steps = out;", "observe steps = out;\n    observe response = out + 1;"))
+    m = claims_module(sq)
+    assert dict(m.observations)["response"] == "match sessionTurn ss o.sid o.turn with | some t => (t.out + 1) | none => 0"
+    plain = claims_module(PAPERS / "smith_spt.sq")
+    assert dict(plain.observations)["response"] == "o.last + 1 - arriveAt ss o.sid"

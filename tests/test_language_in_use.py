@@ -300,3 +300,29 @@ def test_the_old_request_statement_says_what_to_write():
     e = refused(program(server="request; run svc (cost(svc, s));"))
     assert "`request;` is not a statement" in e.message and "ENGINE (args);" in e.message
     assert (e.span.line, e.span.col) == (7, 12)
+
+
+# ---------------------------------------------------------------- the examples that use them
+def test_the_replay_example_answers_every_trace_turn_under_batch():
+    from simtools import run_example
+    rep = run_example("multi-turn/vllm_replay.sq")
+    # 16 sessions replay the trace's four (3 + 2 + 1 + 3 turns) four times: 36 turns
+    assert rep["turns"]["answered"] == 36 and rep["observes"]["response"]["count"] == 36
+    assert claims(rep) == {"budget": "holds", "every_turn_observed": "holds"}
+
+
+def test_the_pd_example_prefills_first_turns_on_p_and_later_ones_on_d(tmp_path):
+    from serq.link import link_file
+    from serq.sim import simulate
+    from simtools import EXAMPLES
+    path = EXAMPLES / "pd-disaggregation" / "vllm_local_or_remote.sq"
+    result = simulate(link_file(path), horizon=200, base_dir=path.parent, keep_samples=True)
+    local = next(s for s in result.engine.observes if s.name == "local")
+    remote_turns = sum(1 for v in local.values if v == 0)
+    rep = result.report
+    # every remote turn is one prefill on P (a live session's may have ended before its decode), and
+    # every session's first turn is remote
+    live = rep["sessions"]["live"]
+    assert remote_turns <= stage(rep, "P")["completed"] <= remote_turns + live
+    assert remote_turns >= rep["sessions"]["arrived"] - live
+    assert 0 < remote_turns < len(local.values)
