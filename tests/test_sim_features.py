@@ -294,3 +294,21 @@ def test_unordered_trace_samples_trace_sessions(tmp_path):
     assert len(a["n_seen"]) == 5 and {v for _, v in a["n_seen"]} <= {10.0, 20.0, 30.0, 40.0, 50.0}
     assert a["n_seen"] != b["n_seen"]
     assert run_samples(prog, tmp_path, seed=1)["n_seen"] == a["n_seen"]
+
+
+def test_a_shared_stage_left_idle_carries_nothing(tmp_path):
+    # one flow of 2 over ps(1) stages a and b (rate 1 under maxmin): both carry it for [0, 2], then
+    # the session spends [2, 10] at a delay stage. Utilization Σ rate / φ is 2 / 10 on each, not 1
+    # (a stage whose last flow ended kept that flow's rate as carried).
+    text = """fn main() {
+  stage a : ps(1);
+  stage b : ps(1);
+  stage rest : delay;
+  share maxmin;
+  workload { arrive batch(1); }
+  server { run a, b (cost(a, b, 2)); run rest (cost(rest, 8)); }
+}
+"""
+    rep = run_text(text, tmp_path)
+    util = {s["name"]: s["utilization"] for s in rep["stages"]}
+    assert rep["end"] == 10 and util["a"] == util["b"] == 0.2

@@ -548,11 +548,13 @@ class FlowNet:
         for s in f.stages:
             s.touch(now)
             del s.flows[f.id]
-        self._rates(now)
+        self._rates(now, f.stages)
 
-    def _rates(self, now: float) -> None:
+    def _rates(self, now: float, left_by=()) -> None:
+        """Every flow's rate under the share; the stages' carried rates, the ones the flow that
+        just ended (`left_by`) crossed included: a stage it left idle carries nothing from now."""
         flows = self.flows
-        stages = {}
+        stages = {id(s): s for s in left_by}
         for f in flows.values():
             for s in f.stages:
                 stages[id(s)] = s
@@ -624,7 +626,7 @@ class FlowNet:
             s.completed += 1
             s.sojourn_sum += now - f.t0
         f.T.token = 0
-        self._rates(now)
+        self._rates(now, f.stages)
         E.make_ready(f.T)
 
 
