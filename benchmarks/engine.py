@@ -24,13 +24,15 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))
+# SERQ_TREE: the serq package of another checkout (run_all.py --tree: an A/B against a worktree)
+sys.path.insert(0, os.environ.get("SERQ_TREE") or str(REPO))
 
 
 def program(sessions: int):
@@ -42,6 +44,72 @@ def program(sessions: int):
         path = Path(d) / "vllm.sq"
         path.write_text(text)
         return link_file(path)
+
+
+# The single-turn vLLM workload (benchmarks/memory.py, run_all.py): the same engine, each session one
+# request (`more` never set), N open arrivals at RATE per second (--arrivals N drains them).
+SINGLE_TURN_RATE = 20.0
+
+
+def single_turn_program(rate: float = SINGLE_TURN_RATE):
+    from serq.link import link_file
+    text = (REPO / "examples" / "multi-turn" / "vllm.sq").read_text()
+    assert "set more = ~bernoulli(0.7);" in text
+    text = text.replace("set more = ~bernoulli(0.7);", "set more = 0;")
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "vllm_single_turn.sq"
+        path.write_text(text)
+        return link_file(path, {"rate": repr(float(rate))})
+
+
+def residents_program(residents: int):
+    """The engine saturated with `residents` requests at every instant: closed(N) single-turn
+    sessions (one ends, the next arrives at once), `reqs cap N`, and KV enough for all of them
+    (no preemption), so that an iteration serves N residents (run_all.py's iterations per CPU s)."""
+    from serq.link import link_file
+    text = (REPO / "examples" / "multi-turn" / "vllm.sq").read_text()
+    for old, new in (("arrive poisson(Lambda);", f"arrive closed({residents});"),
+                     ("set more = ~bernoulli(0.7);", "set more = 0;"),
+                     ("let max_seqs = 64;", f"let max_seqs = {residents};")):
+        assert old in text
+        text = text.replace(old, new)
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "vllm_residents.sq"
+        path.write_text(text)
+        return link_file(path, {"blocks": str(max(2048, 64 * residents))})
+
+
+def bench_residents(residents: int, horizon: float = 20.0, seed: int = 1) -> dict:
+    """Iterations per CPU second of the engine with `residents` requests resident."""
+    from serq.sim import simulate
+    import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
+    import serq.sim.report  # noqa: F401
+    prog = residents_program(residents)
+    gc.collect()
+    c0 = time.process_time()
+    result = simulate(prog, horizon=horizon, seed=seed)
+    cpu = time.process_time() - c0
+    st = next(s for s in result.report["stages"] if s["service"] == "step")
+    return {"cpu": cpu, "iterations": st["iterations"], "mean_residents": st["mean_busy"],
+            "preemptions": st["preemptions"], "answered": result.report["turns"]["answered"]}
+
+
+def bench_requests(n: int, seed: int = 1, rate: float = SINGLE_TURN_RATE) -> dict:
+    """N requests of the single-turn workload: requests answered per CPU second of the run."""
+    from serq.sim import simulate
+    import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
+    import serq.sim.report  # noqa: F401
+    prog = single_turn_program(rate)
+    gc.collect()
+    t0 = time.perf_counter()
+    c0 = time.process_time()
+    result = simulate(prog, arrivals=n, seed=seed)
+    cpu = time.process_time() - c0
+    rep = result.report
+    st = next(s for s in rep["stages"] if s["service"] == "step")
+    return {"seconds": time.perf_counter() - t0, "cpu": cpu, "answered": rep["turns"]["answered"],
+            "iterations": st["iterations"], "mean_residents": st["mean_busy"],
+            "mean_response": rep["client"]["response"]["mean"]}
 
 
 def bench(sessions: int, horizon: float, seed: int, profile: bool = False) -> dict:

@@ -14,6 +14,7 @@ from serq.leangen.commands import lean
 from serq.sim.commands import run
 from serq.sim.oracle_run import oracle
 from serq.leangen.export_cmd import claims, export
+from serq.explore import draw_command, plot_command, sweep_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -27,6 +28,9 @@ lean.add_command(claims)
 main.add_command(lean)
 main.add_command(run)
 main.add_command(oracle)
+main.add_command(draw_command)
+main.add_command(sweep_command)
+main.add_command(plot_command)
 
 
 def fail(error: SerqError, sources: dict[str, str] | None = None) -> None:
@@ -40,7 +44,7 @@ def _sources_of(error: SerqError) -> dict[str, str]:
         return {}
     try:
         return {error.span.file: Path(error.span.file).read_text(encoding="utf-8")}
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ValueError, TypeError):  # ValueError: a NUL in the IR's file name
         return {}
 
 
@@ -57,28 +61,45 @@ def parse_assignments(pairs: tuple[str, ...] | list[str], where: str) -> dict[st
     return out
 
 
-def read_instance(path: str) -> dict[str, str]:
-    """An instance file: a JSON object of input name -> number (or expression text)."""
-    try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SerqError(f"no such instance file: {path}", None, "usage") from None
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise SerqError(f"instance file {path}: {e}", None, "usage") from None
-    if not isinstance(data, dict) or not all(isinstance(v, (int, float, str)) and not isinstance(v, bool)
-                                              for v in data.values()):
-        raise SerqError(f"instance file {path}: a JSON object of input name -> number", None, "usage")
-    return {str(k): (v if isinstance(v, str) else repr(v)) for k, v in data.items()}
+def read_instance(path: str):
+    """An instance file (serq/instance.py): `.sq` in the language's syntax, any other JSON."""
+    from serq.instance import read_instance as read
+    return read(path)
 
 
-def supplied_inputs(sets: tuple[str, ...], instance: str | None, extra: tuple[str, ...]) -> dict[str, str]:
-    supplied: dict[str, str] = {}
-    if instance:
-        supplied.update(read_instance(instance))
+def given_inputs(sets: tuple[str, ...], extra: tuple[str, ...]) -> dict[str, str]:
+    """--set's inputs, then those after `--` over them."""
+    given: dict[str, str] = {}
     for source, where in ((sets, "--set"), (extra, "after --")):
-        for name, value in parse_assignments(source, where).items():
-            supplied[name] = value
-    return supplied
+        given.update(parse_assignments(source, where))
+    return given
+
+
+def supplied_inputs(sets: tuple[str, ...], instance: str | None, extra: tuple[str, ...]) -> dict:
+    """The inputs supplied: the instance file's, then --set and `-- k=v` over them."""
+    from serq.instance import supplied
+    return supplied(read_instance(instance) if instance else None, given_inputs(sets, extra))
+
+
+INSTANCE_HELP = ("An instance file: F.sq (`run { seed 1; … }` and `let NAME = value;`) or F.json "
+                 "({\"inputs\": {…}, \"settings\": {…}}, or a flat object of inputs).")
+
+
+def link_program(file, sets, instance, extra, flags: dict | None = None, needs_end: bool = False):
+    """Link FILE with its inputs and execution settings: the default, the instance file (`--instance`)
+    over it and the flags over that (`flags`: setting -> value or None); --set and `-- k=v` over the
+    instance's inputs. The IR carries the settings; returns it and where each setting came from."""
+    from serq.instance import check_values, ir_settings, link_with, resolve_settings
+    inst = read_instance(instance) if instance else None
+    given = given_inputs(sets, extra)
+    values, origins = resolve_settings(flags, inst)
+    check_values(values, origins)
+    program = link_with(file, inst, given, ir_settings(values, origins))
+    if flags is not None:
+        from serq.sim import _check_settings
+        _check_settings(program, values["seed"], values["horizon"], values["warmup"], values["arrivals"], origins,
+                        needs_end=needs_end)
+    return program, origins
 
 
 def guarded(fn):
@@ -91,9 +112,9 @@ def guarded(fn):
             return fn(*args, **kwargs)
         except SerqError as e:
             fail(e, _sources_of(e))
-        except KeyboardInterrupt:
+        except KeyboardInterrupt as e:  # Ctrl-C, or serq run's SIGINT/SIGTERM (serq.sim.interrupts)
             click.echo("serq: interrupted", err=True)
-            sys.exit(130)
+            sys.exit(128 + getattr(e, "signum", 2))
         except Exception as e:  # a bug of serq's own: say so, without a traceback unless asked
             if os.environ.get("SERQ_DEBUG"):
                 raise
@@ -107,20 +128,26 @@ def guarded(fn):
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.argument("extra", nargs=-1)
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
-@click.option("--instance", type=click.Path(dir_okay=False), help="A JSON file of input values.")
+@click.option("--instance", type=click.Path(dir_okay=False), help=INSTANCE_HELP)
+@click.option("--seed", type=int, default=None, help="The IR's seed setting (default 1).")
+@click.option("--horizon", default=None, metavar="T", help="The IR's horizon setting (a number, or inf).")
+@click.option("--warmup", type=float, default=None, metavar="T", help="The IR's warm-up setting.")
+@click.option("--arrivals", type=int, default=None, metavar="N", help="The IR's arrivals setting.")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the IR here instead of stdout.")
 @click.option("--schema", is_flag=True, help="Print the IR's JSON schema instead.")
 @guarded
-def ir_command(file, extra, sets, instance, output, schema) -> None:
-    """Compile FILE to its canonical JSON IR. Inputs: --set k=v, --instance F, or `-- k=v`."""
+def ir_command(file, extra, sets, instance, seed, horizon, warmup, arrivals, output, schema) -> None:
+    """Compile FILE to its canonical JSON IR. Inputs: --set k=v, --instance F, or `-- k=v`; the
+    execution settings (the instance file's, the flags over them) are the IR's `settings`."""
     from serq.ir import models as ir
-    from serq.link import link_file
+    from serq.sim.commands import _horizon
     if schema:
         text = ir.json_schema()
     else:
         if file is None:
             raise SerqError("serq ir: name a program FILE (or --schema)", None, "usage")
-        program = link_file(file, supplied_inputs(sets, instance, extra))
+        flags = {"seed": seed, "horizon": _horizon(horizon), "warmup": warmup, "arrivals": arrivals}
+        program, _ = link_program(file, sets, instance, extra, flags)
         text = ir.to_json(program)
     if output:
         Path(output).write_text(text, encoding="utf-8")
@@ -132,14 +159,13 @@ def ir_command(file, extra, sets, instance, output, schema) -> None:
 @click.argument("file", type=click.Path(dir_okay=False))
 @click.argument("extra", nargs=-1)
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
-@click.option("--instance", type=click.Path(dir_okay=False), help="A JSON file of input values.")
+@click.option("--instance", type=click.Path(dir_okay=False), help=INSTANCE_HELP)
 @click.option("--engine", "engine", help="Export this engine only (default: every engine).")
 @guarded
 def target_command(file, extra, sets, instance, engine) -> None:
     """Export FILE's engines as vLLM scheduler settings (JSON); refuse what vLLM cannot express."""
-    from serq.link import link_file
     from serq.target import target
-    program = link_file(file, supplied_inputs(sets, instance, extra))
+    program, _ = link_program(file, sets, instance, extra)
     click.echo(json.dumps(target(program, engine), indent=2, sort_keys=True))
 
 
@@ -160,16 +186,39 @@ def program_files(paths: tuple[str, ...]) -> list[Path]:
     return out
 
 
+def instance_files(program: Path) -> list[Path]:
+    """The instance files kept for a program: `instances/<program>/*.sq` and `*.json` beside it."""
+    folder = program.parent / "instances" / program.stem
+    if not folder.is_dir():
+        return []
+    return sorted(f for f in folder.iterdir() if f.is_file() and f.suffix in (".sq", ".json"))
+
+
+def orphan_instance_folders(paths: tuple[str, ...]) -> list[Path]:
+    """`instances/<name>/` folders under the folders named with no program `<name>.sq` beside them."""
+    out: list[Path] = []
+    for p in paths:
+        if Path(p).is_dir():
+            for d in sorted(Path(p).rglob("instances")):
+                if d.is_dir():
+                    out += [sub for sub in sorted(d.iterdir())
+                            if sub.is_dir() and not (d.parent / f"{sub.name}.sq").exists()]
+    return out
+
+
 @main.command("check")
 @click.argument("paths", nargs=-1, required=True)
 @guarded
 def check_command(paths) -> None:
     """Link every program named (folders: every *.sq with a `fn main`; a .json file is IR,
-    validated as IR written by hand is); report each refusal."""
+    validated as IR written by hand is), and each with every instance file kept for it
+    (`instances/<program>/*.sq|json` beside it); report each refusal."""
     from serq.link import link_file
     from serq.ir.validate import load_ir
     failed = 0
     files = program_files(paths)
+    instances = 0
+    instances_failed = 0
     for f in files:
         try:
             if f.suffix == ".json":
@@ -179,8 +228,23 @@ def check_command(paths) -> None:
         except SerqError as e:
             failed += 1
             click.echo(render(e, _sources_of(e)), err=True)
+            continue
+        if f.suffix == ".sq":
+            for inst in instance_files(f):
+                instances += 1
+                try:  # the instance's inputs and settings, as `serq run` reads them (an end is the run's)
+                    link_program(f, (), str(inst), (), {})
+                except SerqError as e:
+                    instances_failed += 1
+                    click.echo(render(e, _sources_of(e)), err=True)
+    for d in orphan_instance_folders(paths):
+        instances += 1
+        instances_failed += 1
+        click.echo(f"{d}: error: an instance folder with no program `{d.name}.sq` beside its `instances/`", err=True)
     click.echo(f"{len(files) - failed} of {len(files)} program(s) link", err=True)
-    if failed:
+    if instances or instances_failed:
+        click.echo(f"{instances - instances_failed} of {instances} instance file(s) apply to their program", err=True)
+    if failed or instances_failed:
         sys.exit(1)
 
 

@@ -166,8 +166,10 @@ def load_scenario(path: str | Path) -> Scenario:
         raise SerqError(f"no such scenario file: {path}", None, "usage") from None
     except IsADirectoryError:
         raise SerqError(f"{path}: a folder, not a scenario file", None, "usage") from None
-    except UnicodeDecodeError as e:
-        raise SerqError(f"{path}: not UTF-8 (byte {e.start})", None, "usage") from None
+    except UnicodeDecodeError:
+        from serq.errors import read_source
+        read_source(path, "scenario", "usage")  # refused at the byte's line and column
+        raise  # pragma: no cover - read_source refuses what read_text did
     except OSError as e:
         raise SerqError(f"{path}: {e.strerror}", None, "usage") from None
     try:
@@ -175,7 +177,11 @@ def load_scenario(path: str | Path) -> Scenario:
     except json.JSONDecodeError as e:
         raise SerqError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}", None, "usage") from None
     except (RecursionError, ValueError) as e:  # nesting past the parser's depth, a number too long
-        raise SerqError(f"{path}: not a JSON file serQ reads ({type(e).__name__}: {str(e)[:200]})", None,
+        where = ""
+        if isinstance(e, RecursionError):
+            from serq.jsondepth import too_deep
+            where = f": {too_deep(text)}"
+        raise SerqError(f"{path}: not a JSON file serQ reads ({type(e).__name__}: {str(e)[:200]}){where}", None,
                         "usage") from None
     if isinstance(data, dict) and "scenario" not in data and "scenarios" in data:
         raise SummaryFile(f"{path}: a summary of a scenario set, not a scenario (give its scenario files)",

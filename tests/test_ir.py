@@ -60,6 +60,18 @@ def test_hand_written_context_variable_at_wrong_moment_is_refused():
     _refused(d, "`tokens` is not available at server")
 
 
+@pytest.mark.parametrize("var", ["size", "waiting"])
+def test_hand_written_entry_values_stand_in_an_eviction_key_only(var):
+    d = _mg1()
+    d["server"][0]["work"]["arg"] = {"kind": "ctx", "var": var}
+    _refused(d, f"`{var}` is not available at server")
+    d = _mg1()
+    d["pools"] = [{"name": "kv", "cap": 10, "evict": {"kind": "by", "keys": [{"kind": "ctx", "var": var}]}}]
+    validate(ir.Program.model_validate(d))
+    d["pools"][0]["queue"] = {"kind": "by", "keys": [{"kind": "ctx", "var": var}]}
+    _refused(d, f"`{var}` is not available at queue key")
+
+
 def test_hand_written_unknown_stage_is_refused():
     d = _mg1()
     d["server"][0]["stages"][0]["stage"] = "nowhere"

@@ -326,3 +326,19 @@ def test_the_pd_example_prefills_first_turns_on_p_and_later_ones_on_d(tmp_path):
     assert remote_turns <= stage(rep, "P")["completed"] <= remote_turns + live
     assert remote_turns >= rep["sessions"]["arrived"] - live
     assert 0 < remote_turns < len(local.values)
+
+
+def test_the_replay_example_keeps_waiting_sessions_prefixes(tmp_path):
+    # the burst overflows the KV cache; evicting not-waiting, short prefixes first recomputes fewer
+    # prompt tokens than evicting the least recently released
+    from simtools import EXAMPLES
+    text = (EXAMPLES / "multi-turn" / "vllm_replay.sq").read_text()
+    (tmp_path / "agent_trace.csv").write_text((EXAMPLES / "multi-turn" / "agent_trace.csv").read_text())
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "vllm.sq").write_text((EXAMPLES / "lib" / "vllm.sq").read_text())
+    text = text.replace('use "../lib/vllm.sq";', 'use "lib/vllm.sq";')
+    by_key = run_text(text, tmp_path)
+    lru = run_text(text.replace("evict by (waiting, size);", "evict lru;"), tmp_path)
+    assert pool(by_key, "kv")["evicted_units"] > 0 and pool(lru, "kv")["evicted_units"] > 0
+    total = lambda r: r["observes"]["prefill_tokens"]["mean"] * r["observes"]["prefill_tokens"]["count"]
+    assert total(by_key) < total(lru)

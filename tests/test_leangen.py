@@ -60,6 +60,21 @@ def test_programs_outside_the_fragment_are_refused_with_the_construct(example, p
     assert phrase in info.value.message, info.value.message
 
 
+def test_eviction_keys_are_outside_the_fragment(tmp_path):
+    # the model's KV cache evicts least recently freed first: `evict by (waiting, size)` (or any key)
+    # is refused, naming vLLM's order and the engine's location
+    src = REPO / "examples/oracle/vllm_request.sq"
+    text = src.read_text().replace("evict lru;", "evict by (waiting, size);")
+    assert "evict by (waiting, size);" in text
+    (tmp_path / "p.sq").write_text(text)
+    for f in src.parent.glob("*.csv"):
+        (tmp_path / f.name).write_text(f.read_text())
+    with pytest.raises(SerqError) as info:
+        fragment(link_file(tmp_path / "p.sq"), tmp_path)
+    assert "outside the Lean fragment" in info.value.message and "`evict lru`" in info.value.message
+    assert info.value.span is not None and info.value.span.file.endswith("p.sq") and info.value.span.line == 20
+
+
 def test_export_refusal_names_the_location():
     from click.testing import CliRunner
 

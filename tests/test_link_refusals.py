@@ -59,6 +59,19 @@ CASES = [
     ("tokens-in-session", P(server="set t = tokens; run svc (cost(svc, s));"), "`tokens`", None),
     ("present-outside-ps", P(server="observe p = present; run svc (cost(svc, s));"), "`present`", None),
     ("waited-outside-queue-key", P(server="observe w = waited; run svc (cost(svc, s));"), "`waited`", None),
+    ("size-outside-evict-key", P(server="observe z = size; run svc (cost(svc, s));"),
+     "`size` is read in an eviction key only", "7:24"),
+    ("size-in-queue-key", P(decls="pool q { cap 1; queue by (size); }"), "`size` is read in an eviction key only", None),
+    ("waiting-outside-evict-key", P(server="observe w = waiting; run svc (cost(svc, s));"),
+     "bare `waiting` is read in an eviction key only", None),
+    ("waiting-in-preempt-key", P(decls="pool q { cap 1; preempt by (waiting); }"),
+     "an engine's clauses read `waiting.count`", None),
+    ("evict-key-size-beside-a-let", P(decls="let size = 2; pool q { cap 1; evict by (size); }"),
+     "rename the program's `size`", None),
+    ("evict-key-size-beside-an-attribute", P(decls="pool q { cap 1; evict by (waiting, size); }",
+                                            server="set size = 1; run svc (cost(svc, s));"),
+     "the program also has `size`, a session attribute", None),
+    ("let-named-waiting", P(decls="let waiting = 1;"), "may not be named `waiting`", None),
     ("now-in-gauge", P(decls="gauge g = now;"), "`now`", None),
     ("now-in-given", P(decls="claim c given (now > 0): at end (1);"), "`now`", None),
     ("attribute-in-gauge", P(decls="gauge g = s;"), "reads no session", None),
@@ -166,3 +179,16 @@ def test_refused(case_id, text, phrase, where):
 
 def test_at_least_forty_distinct_refusals():
     assert len({c[2] for c in CASES}) >= 40
+
+
+def test_size_is_a_free_name_outside_eviction_keys():
+    # `size` is the cached entry's units in an eviction key only: elsewhere a program may declare it,
+    # and an observation of that name is no value in an eviction key (no ambiguity there)
+    from helpers import link_source
+    link_source(P(decls="let size = 2;", server="run svc (cost(svc, s * size));"))
+    link_source(P(server="set size = s; run svc (cost(svc, size));"))
+    prog = link_source(P(decls="pool q { cap 1; evict by (waiting, -size); }",
+                         server="observe size = s; run svc (cost(svc, s));"))
+    q = next(p for p in prog.pools if p.name == "q")
+    assert [k.model_dump(mode="json") for k in q.evict.keys] == [
+        {"kind": "ctx", "var": "waiting"}, {"kind": "unary", "op": "neg", "arg": {"kind": "ctx", "var": "size"}}]

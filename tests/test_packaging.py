@@ -15,7 +15,7 @@ from helpers import REPO
 
 # import name -> distribution, where they differ
 DISTRIBUTION = {"jinja2": "jinja2", "yaml": "pyyaml"}
-LOCAL = {"serq", "helpers", "simtools", "strategies", "conftest"}
+LOCAL = {"serq", "helpers", "simtools", "strategies", "conftest", "extras", "fuzz"}  # fuzz: tests/fuzz/
 
 
 def _declared() -> dict[str, set[str]]:
@@ -25,7 +25,7 @@ def _declared() -> dict[str, set[str]]:
         return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in reqs}
     extras = project.get("optional-dependencies", {})
     runtime = names(project["dependencies"])
-    return {"serq": runtime, "tests": runtime | names(extras.get("test", [])),
+    return {"serq": runtime | _optional(), "tests": runtime | names(extras.get("test", [])),
             "benchmarks": runtime | names(extras.get("test", [])) | names(extras.get("bench", [])),
             "scripts": runtime}
 
@@ -44,9 +44,63 @@ def _imports(folder: str) -> dict[str, str]:
                 continue
             for m in mods:
                 top = m.split(".")[0]
-                if top not in sys.stdlib_module_names and top not in LOCAL:
+                sibling = (REPO / folder / f"{top}.py").exists()  # benchmarks/run_all.py imports memory.py
+                if top not in sys.stdlib_module_names and top not in LOCAL and not sibling:
                     found.setdefault(top, str(path.relative_to(REPO)))
     return found
+
+
+# serq's optional extras: `pip install 'serq[NAME]'` brings the distributions of one feature
+FEATURE_EXTRAS = ("plot", "ray", "parquet", "pandas")
+
+
+def _optional() -> set[str]:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("optional-dependencies", {})
+    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for e in FEATURE_EXTRAS for r in extras.get(e, [])}
+
+
+def _extra_of(dist: str) -> str:
+    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    return next(e for e in FEATURE_EXTRAS
+                if dist in {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in extras.get(e, [])})
+
+
+def _catches_import_error(handler: ast.ExceptHandler) -> bool:
+    names = [handler.type] if not isinstance(handler.type, ast.Tuple) else list(handler.type.elts)
+    return any(isinstance(n, ast.Name) and n.id in ("ImportError", "ModuleNotFoundError") for n in names)
+
+
+def test_an_optional_import_is_inside_a_function_and_says_what_to_install():
+    # a plain `pip install .` must import every serq module: an extra's import stands in a function,
+    # in a `try` whose ImportError handler names the extra (`pip install 'serq[plot]'`)
+    optional = _optional()
+    assert {"matplotlib", "ray", "pyarrow", "pandas"} <= optional
+    bad = []
+    for path in sorted((REPO / "serq").rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                mods = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                mods = [node.module]
+            else:
+                continue
+            for m in mods:
+                dist = DISTRIBUTION.get(m.split(".")[0], m.split(".")[0]).lower()
+                if dist not in optional:
+                    continue
+                chain, n = [], node
+                while n in parents:
+                    n = parents[n]
+                    chain.append(n)
+                in_function = any(isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef)) for c in chain)
+                tries = [c for c in chain if isinstance(c, ast.Try) and node in ast.walk(ast.Module(c.body, []))]
+                says = any(f"serq[{_extra_of(dist)}]" in ast.unparse(h) for t in tries for h in t.handlers
+                           if _catches_import_error(h))
+                if not (in_function and says):
+                    bad.append(f"{path.relative_to(REPO)}:{node.lineno}: import {m}")
+    assert not bad, "an optional import outside a function, or without an ImportError naming its extra: " + str(bad)
 
 
 @pytest.mark.parametrize("folder", ["serq", "tests", "benchmarks", "scripts"])

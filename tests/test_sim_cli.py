@@ -66,7 +66,8 @@ def test_usage_and_run_errors(tmp_path):
 def test_the_report_has_the_documented_fields():
     rep = json.loads(invoke(str(REPO / "examples" / "single-turn" / "claims.sq"), "--arrivals", "50",
                             "--json").output)
-    assert list(rep) == ["report_version", "serq_version", "program", "settings", "end", "measured", "stopped",
+    assert list(rep) == ["report_version", "serq_version", "program", "settings", "settings_source", "end",
+                         "measured", "stopped",
                          "events", "sessions", "turns", "client", "observes", "gauges", "stages", "pools",
                          "claims", "notes"]
     doc = (REPO / "docs" / "report.md").read_text()

@@ -346,6 +346,74 @@ def test_a_try_that_does_nothing_undoes_its_sets_and_waits_for_an_event(tmp_path
     assert any(n.startswith("idle: engine llm") for n in rep["notes"])
 
 
+# ------------------------------------------------------------------ the batch's values (issue 12, point 9)
+# A fitted cost model over every value of the batch, with blocks of 16 and tokens cap 48:
+#   cost = 3 + tokens + 2 * prefilled + decoding + kv_decode + 2 * attention
+# kv_decode: Σ over the decodes served from position p of ceil((p + 1) / 16) * 16;
+# attention: Σ over the prefill chunks of n tokens from position p of n * (p + n / 2).
+FITTED = "execute (3 + batch.tokens + 2 * batch.prefilled + batch.decoding + batch.kv_decode + 2 * batch.attention);"
+
+
+def fitted_engine(schedule: str = VLLM, extra: str = "") -> str:
+    return engine_program(schedule, pool="block 16; evict lru; preempt lifo;", tokens=48,
+                          extra=extra).replace("execute (1);", FITTED)
+
+
+def batch_values(run) -> list[tuple]:
+    return [(r.start, r.tokens, r.prefilled, r.decoders, r.kv_decode, r.attention) for r in run.records]
+
+
+def test_batch_values_a_prompt_prefilled_alone(tmp_path):
+    # the issue's number: a 40-token prompt prefilled alone from position 0 costs
+    # 3 + 40 + 2*40 + 0 + 0 + 2 * (40 * 20) = 1723; its one output token is the prefill's sample
+    run = run_engine(tmp_path, fitted_engine(), [(0, 40, 1)])
+    assert batch_values(run) == [(0.0, 40.0, 40.0, 0.0, 0.0, 800.0)]
+    assert run.turns[(0, 0)].ttft == 1723.0 and run.turns[(0, 0)].answer == 1723.0
+
+
+def test_batch_kv_decode_is_the_decodes_allocation_in_whole_blocks(tmp_path):
+    # A (32 tokens, 3 out) and B (15, 3) at 0.
+    # 0: A 32, B 15: attention 32*16 + 15*7.5 = 624.5; 3 + 47 + 94 + 2*624.5 = 1393
+    # 1393: both decode, A from 32 (33 tokens: 3 blocks, 48), B from 15 (16: 1 block, 16):
+    #       kv_decode 64 (the positions sum to 47); 3 + 2 + 2 + 64 = 71
+    # 1464: A from 33 (48), B from 16 (17 tokens: a second block, 32): kv_decode 80; 3 + 2 + 2 + 80 = 87
+    # the register reads running.kv_decode as each iteration is planned: the residents' positions in
+    # whole blocks, before the iteration's tokens (32 + 16 = 48 at 1393, 48 + 16 = 64 at 1464)
+    schedule = f"set seen = max(seen, running.kv_decode); {VLLM}"
+    text = fitted_engine(schedule, extra="state seen = 0;").replace(
+        "  workload {", "  gauge seen = llm.seen;\n  workload {")
+    run = run_engine(tmp_path, text, [(0, 32, 3), (0, 15, 3)])
+    assert batch_values(run) == [(0.0, 47.0, 47.0, 0.0, 0.0, 624.5), (1393.0, 2.0, 0.0, 2.0, 64.0, 0.0),
+                                 (1464.0, 2.0, 0.0, 2.0, 80.0, 0.0)]
+    assert {k: o.answer for k, o in run.turns.items()} == {(0, 0): 1551.0, (1, 0): 1551.0}
+    assert run.report["gauges"]["seen"]["max"] == 64
+
+
+def test_batch_attention_is_the_prefill_chunks_alone(tmp_path):
+    # A (8, 3) and B (60, 1) at 0.
+    # 0: A 8, B 40 of 60 (the budget left): attention 8*4 + 40*20 = 832; 3 + 48 + 96 + 2*832 = 1811
+    # 1811: A decodes from 8 (9 tokens: one block, kv_decode 16, no attention); B's chunk of 20 from
+    #       position 40: attention 20 * (40 + 10) = 1000; 3 + 21 + 40 + 1 + 16 + 2000 = 2081; B samples
+    # 3892: A decodes from 9: 3 + 1 + 1 + 16 = 21
+    run = run_engine(tmp_path, fitted_engine(), [(0, 8, 3), (0, 60, 1)])
+    assert batch_values(run) == [(0.0, 48.0, 48.0, 0.0, 0.0, 832.0), (1811.0, 21.0, 20.0, 1.0, 16.0, 1000.0),
+                                 (3892.0, 1.0, 0.0, 1.0, 16.0, 0.0)]
+    assert {k: o.answer for k, o in run.turns.items()} == {(0, 0): 3913.0, (1, 0): 3892.0}
+
+
+def test_batch_kv_decode_of_a_decode_without_a_growing_pool_is_zero(tmp_path):
+    # a request whose decode grows no pool has no KV allocation: position 0, kv_decode 0
+    request = """request (prompt, o) {
+      prefill (prompt) growing kv;
+      decode (o - 1);
+    }"""
+    text = engine_program(VLLM, pool="block 16; evict lru; preempt lifo;", tokens=48,
+                          request=request).replace("execute (1);", FITTED)
+    run = run_engine(tmp_path, text, [(0, 20, 2)])
+    # 0: 3 + 20 + 40 + 2 * 20 * 10 = 463 | 463: the decode: 3 + 1 + 1 + 0 = 5
+    assert batch_values(run) == [(0.0, 20.0, 20.0, 0.0, 0.0, 200.0), (463.0, 1.0, 0.0, 1.0, 0.0, 0.0)]
+
+
 @pytest.mark.parametrize("path", [p for p in SCENARIOS if p.stem in ("f_preempt", "f2_mixed", "cache_20261130_004",
                                                                       "rand_20261129_0007")],
                          ids=lambda p: p.stem)
@@ -461,7 +529,7 @@ def test_serq_oracle_refuses_a_file_that_is_no_scenario(tmp_path, edit, message)
 
 @pytest.mark.parametrize("text, message", [
     (b"{", "1:2: not JSON: Expecting property name enclosed in double quotes"),
-    (b"\xff\xfe{}", "not UTF-8 (byte 0)"),
+    (b"\xff\xfe{}", "s.json:1:1: error: the scenario file is not UTF-8: byte 0xff at byte offset 0"),
     (b"[" * 100_000 + b"]" * 100_000, "not a JSON file serQ reads (RecursionError"),
 ])
 def test_serq_oracle_refuses_bytes_that_are_no_json(tmp_path, text, message):

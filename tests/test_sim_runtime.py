@@ -95,7 +95,12 @@ def test_arrivals_drain(tmp_path):
 def test_arrivals_not_drained_by_the_horizon_is_an_error():
     with pytest.raises(SerqError) as info:
         run_example("single-turn/mm1.sq", arrivals=500, horizon=100.0)
-    assert "still live at the horizon" in info.value.message
+    # on seed 1 the queue is empty at 100, and 418 of the 500 have not arrived: not drained either
+    assert "418 of the 500 have not arrived at the horizon (100): the run did not drain them" in info.value.message
+    with pytest.raises(SerqError) as info:
+        run_example("single-turn/mm1.sq", arrivals=500, horizon=100.0, seed=0)
+    assert "of the sessions are still live and" in info.value.message
+    assert "have not arrived at the horizon (100)" in info.value.message
 
 
 def test_draining_before_the_warmup_is_an_error():

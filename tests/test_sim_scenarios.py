@@ -110,6 +110,58 @@ def test_lru_eviction_of_dead_entries_by_block(tmp_path):
     assert pool["cached"] == 32.0 and pool["used"] == 0.0
 
 
+def evict_program(evict: str, second_hold: str = "kv (cost(kv, 14))", second_cache: str = "kv") -> str:
+    return kernel(f"pool slots {{ cap 10; }}\n  pool kv {{ cap 20; {evict} }}", f"""
+      set sz = serial == 0 ? 4 : (serial == 1 ? 6 : 2);
+      branch (serial < 3) {{
+        hold kv (cost(kv, sz)) {{ run svc (cost(svc, 1)); }} cache (cost(kv, sz));
+        branch (serial == 0) {{
+          run svc (cost(svc, 2));
+          hold {second_hold} {{ observe hit = cached; run svc (cost(svc, 1)); }} cache (cost({second_cache}, 14));
+        }} else {{
+          run svc (cost(svc, 4));
+          observe left = cachedin(kv);
+        }}
+      }} else {{
+        run svc (cost(svc, 2));
+        hold kv (cost(kv, 8)) {{ run svc (cost(svc, 2)); grow kv (cost(kv, 4)); run svc (cost(svc, 6)); }}
+      }}""", 4)
+
+
+@pytest.mark.parametrize("evict, hit, left, evicted", [
+    # t=1: S0 (A), S1 (B), S2 (C) cache 4, 6, 2, released in that order (cap 20, no blocks: an entry
+    # goes whole). t=2: S3 (H) holds 8: 8 + 12 = 20. t=3: A asks 14 (8 + 14 > 20): it waits in the
+    # queue. t=4: H grows by 4: 12 + 12 = 24 > 20, 4 units to evict.
+    # (waiting, size): B (0, 6) and C (0, 2) before A (1, 4), C first: C's 2, then B's 6 (16 now);
+    #   A's prefix survives, and at t=10 (H leaves) A's hold consumes it: cached 4.
+    ("evict by (waiting, size);", 4.0, {1: 0.0, 2: 0.0}, 8.0),
+    # lru: A's (released first) is enough; at t=10 A (no hit) needs room again: B's 6 goes.
+    ("evict lru;", 0.0, {1: 6.0, 2: 2.0}, 10.0),
+    # size alone: C's 2, then A's 4 (18): A's waiting does not save it.
+    ("evict by (size);", 0.0, {1: 6.0, 2: 0.0}, 6.0),
+    # the reverse: the waiting session's prefix first, then the largest.
+    ("evict by (1 - waiting, -size);", 0.0, {1: 6.0, 2: 2.0}, 10.0),
+])
+def test_evict_by_waiting_and_size(tmp_path, evict, hit, left, evicted):
+    s = run_samples(evict_program(evict), tmp_path)
+    assert s["hit"] == [(0, hit)]
+    assert dict(s["left"]) == left
+    kv = next(p for p in s["_report"]["pools"] if p["name"] == "kv")
+    assert kv["evicted_units"] == evicted
+
+
+def test_evict_by_waiting_counts_a_hold_queued_at_its_first_pool(tmp_path):
+    # A's second hold takes a slot and the KV: it waits in the queue of its first pool, slots, for
+    # room in kv; its session is waiting for kv all the same, and its prefix survives as above: B's and
+    # C's go at t=4 and nothing more at t=10 (A consumes its own 4). (`cached` is the first pool's.)
+    s = run_samples(evict_program("evict by (waiting, size);", "slots (cost(slots, 1)), kv (cost(kv, 14))",
+                                  "slots, kv"), tmp_path)
+    assert dict(s["left"]) == {1: 0.0, 2: 0.0}
+    pools = {p["name"]: p for p in s["_report"]["pools"]}
+    assert pools["kv"]["evicted_units"] == 8.0
+    assert pools["slots"]["max_queue"] == 1
+
+
 def preempt_program(requeue: str, keys: str = "prio") -> str:
     return kernel(f"pool kv {{ cap 10; preempt by ({keys}) requeue {requeue}; }}", """
       set prio = serial == 0 ? 5 : (serial == 1 ? 1 : (serial == 2 ? 3 : 9));

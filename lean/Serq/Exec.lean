@@ -128,8 +128,8 @@ structure Record where
   prefilled : Nat
   decoders : Nat
   residents : Nat
-  kvDecode : Nat
-  kvPrefill : Nat
+  kvDecode : Nat   -- the decodes' KV in whole blocks once the iteration's token is written (`kvDecode`)
+  kvPrefill : Nat  -- the prefills' positions before the iteration's tokens
   demand : Nat
   served : Nat
   arrived : Nat
@@ -354,7 +354,7 @@ def admitHeads (eng : Engine) : Nat → Plan → Plan
       admitHeads eng fuel
         { p with budget := p.budget - n, done := appendRes p.done [r], waiting := rest, cache := cache }
 
-/-- Tokens scheduled, prefill tokens, decoders and KV positions of a batch. -/
+/-- Tokens scheduled, prefill tokens, decoders and KV values of a batch. -/
 def batchTokens : List Res → Nat
   | [] => 0
   | r :: rs => r.sched + batchTokens rs
@@ -367,10 +367,14 @@ def batchDecoders : List Res → Nat
   | [] => 0
   | r :: rs => (if r.decoding ∧ r.sched > 0 then 1 else 0) + batchDecoders rs
 
-def kvDecode : List Res → Nat
+/-- The KV of the batch's decodes once the iteration's token is written, in whole blocks of `bs`
+tokens: `blocksFor bs (pos + 1) * bs` for each decode served (the interpreter's `batch.kv_decode`,
+`ceil((p + 1) / b) * b`). -/
+def kvDecode (bs : Nat) : List Res → Nat
   | [] => 0
-  | r :: rs => (if r.decoding ∧ r.sched > 0 then r.pos else 0) + kvDecode rs
+  | r :: rs => (if r.decoding ∧ r.sched > 0 then blocksFor bs (r.pos + 1) * bs else 0) + kvDecode bs rs
 
+/-- The positions, before the iteration's tokens, of the batch's prefills. -/
 def kvPrefill : List Res → Nat
   | [] => 0
   | r :: rs => (if r.decoding = false ∧ r.sched > 0 then r.pos else 0) + kvPrefill rs
@@ -521,7 +525,7 @@ def step (eng : Engine) (sessions : List Session) (m : Machine) : Machine :=
     { idle with running := p2.done }
   else
     let record : Record := ⟨m.now, tokens, batchPrefilled p2.done, batchDecoders p2.done, resCount p2.done,
-      kvDecode p2.done, kvPrefill p2.done, demandOf chunk p2.done, m.served, arrived⟩
+      kvDecode eng.blockSize p2.done, kvPrefill p2.done, demandOf chunk p2.done, m.served, arrived⟩
     let m' : Machine :=
       { m with
         pending := later, waiting := p2.waiting, cache := p2.cache, relSeq := p2.relSeq, arrived := arrived,

@@ -55,7 +55,9 @@ CONTEXT_VARIABLES: dict[str, tuple[str, frozenset[Moment]]] = {
     "decoders": ("the decoding requests: the residents' (running.decoding) or the batch's (batch.decoding)",
                  frozenset({M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE, M.STEP_GUARD, M.STEP_COST,
                             M.CLAIM_ITERATION})),
-    "kv_decode": ("the KV positions of the decoding requests", frozenset({
+    "kv_decode": ("the KV of the decoding requests in whole blocks of their growing pools: the residents' "
+                  "(running.kv_decode, the blocks covering each position) or the batch's (batch.kv_decode, "
+                  "ceil((p + 1) / block) * block once the iteration's token is written)", frozenset({
         M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
     "kv_prefill": ("the KV positions of the prefilling requests", frozenset({
         M.STEP_BUDGET, M.STEP_CHUNK, M.STEP_SERVE, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
@@ -65,13 +67,26 @@ CONTEXT_VARIABLES: dict[str, tuple[str, frozenset[Moment]]] = {
         M.STEP_CHUNK, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
     "prefilled": ("the prefill tokens the iteration schedules (batch.prefilled)", frozenset({
         M.STEP_CHUNK, M.STEP_GUARD, M.STEP_COST, M.CLAIM_ITERATION})),
-    "attention": ("the attention work of the batch (batch.attention)", frozenset({M.STEP_COST, M.CLAIM_ITERATION})),
+    "attention": ("the attention work of the batch's prefill chunks, the sum of n * (p + n / 2) over chunks of n "
+                  "tokens from position p (batch.attention)", frozenset({M.STEP_COST, M.CLAIM_ITERATION})),
     "preempted": ("the requests the iteration preempted (running.preempted)", frozenset({M.STEP_GUARD})),
     "admitted": ("the requests the iteration admitted (waiting.admitted)", frozenset({M.STEP_GUARD})),
     "demand": ("the tokens the residents could take with an unlimited budget", frozenset({M.CLAIM_ITERATION})),
     "served": ("the tokens the stage scheduled in its earlier iterations", frozenset({M.CLAIM_ITERATION})),
     "arrived": ("the sessions started by the iteration's start", frozenset({M.CLAIM_ITERATION})),
+    "size": ("the cached entry's units, as cached when the eviction starts", frozenset({M.EVICT_KEY})),
+    "waiting": ("1 when the cached entry's session has a hold waiting for admission to the pool, else 0",
+                frozenset({M.EVICT_KEY})),
 }
+
+# Context variables whose names the language does not reserve: they mean the cached entry's values in an
+# eviction key and nothing of their own elsewhere. A program may declare `size` (read there, it is the
+# program's name; an eviction key of a program that declares it is refused as ambiguous); bare `waiting`
+# is refused outside an eviction key (`waiting` is also the engines' `waiting.count`, `waiting.admitted`,
+# and stays a supplied name).
+CONTEXTUAL_NAMES = frozenset({"size", "waiting"})
+# The context variables no declaration may take the name of.
+RESERVED_CONTEXT = frozenset(CONTEXT_VARIABLES) - CONTEXTUAL_NAMES
 
 # The names the language supplies besides the context variables.
 SUPPLIED_NAMES = frozenset({"inf", "running", "waiting", "batch", "self", "args"})

@@ -20,6 +20,11 @@ IR_VERSION = 1
 
 
 def _canonical_number(v: int | float) -> int | float:
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2 ** 1023:
+        try:  # an integer the run reads as a double: one past the largest double is refused here
+            float(v)
+        except OverflowError:
+            raise ValueError("a number in the IR is at most the largest double, 1.8e308") from None
     if isinstance(v, float) and not math.isfinite(v):
         raise ValueError("a number in the IR is finite (an unbounded cap or horizon is the string \"inf\")")
     if isinstance(v, float) and v.is_integer():
@@ -33,7 +38,9 @@ Bound = Union[Literal["inf"], Number]
 
 
 class Node(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=False)
+    # defer_build: a model's validator is built when it is first used, not on import (building all
+    # ~70 took a third of a short `serq run`); the forward references resolve then, in this module.
+    model_config = ConfigDict(extra="forbid", frozen=False, defer_build=True)
 
 
 class Loc(Node):
@@ -327,7 +334,7 @@ class Pool(Node):
     name: str
     count: int = Field(1, ge=1, le=1_000_000)
     cap: Bound = "inf"
-    block: int | None = Field(None, ge=1)
+    block: Annotated[int, Field(ge=1), AfterValidator(_canonical_number)] | None = None  # read as a double
     evict: Annotated[Union[EvictLru, EvictBy], Field(discriminator="kind")] = EvictLru()
     preempt: Annotated[Union[PreemptNone, PreemptBy], Field(discriminator="kind")] = PreemptNone()
     queue: Annotated[Union[QueueFifo, QueueBy], Field(discriminator="kind")] = QueueFifo()
@@ -501,7 +508,10 @@ class InputValue(Node):
 
 
 class Settings(Node):
-    seed: int = Field(0, ge=0)
+    """The execution settings (the reference: supplied by the CLI flags, an instance file or the
+    host API, and carried by the resolved IR). The default seed is 1, as the programs in use assume."""
+
+    seed: int = Field(1, ge=0)
     horizon: Bound = "inf"
     warmup: Number = Field(0, ge=0)
     arrivals: int | None = Field(None, ge=1)
@@ -523,11 +533,6 @@ class Program(Node):
     gauges: list[Gauge] = []
     claims: list[Claim] = []
     settings: Settings = Settings()
-
-
-for _model in list(globals().values()):
-    if isinstance(_model, type) and issubclass(_model, BaseModel) and _model is not BaseModel:
-        _model.model_rebuild()
 
 
 def walk(node):

@@ -36,6 +36,8 @@ class _Where:
 
 
 def validate(program: ir.Program) -> None:
+    from serq.limits import check_ir_depths
+    check_ir_depths(program, _Where)  # first: the checks below walk expressions recursively
     _Validator(program).run()
 
 
@@ -190,6 +192,8 @@ class _Validator:
             self._expr(s.value, moment, w, number=True)
             self.observes.add(s.name)
         elif isinstance(s, ir.HoldStmt):
+            if not s.pools:
+                raise w.error("a hold names at least one pool")
             keys = []
             for hp in s.pools:
                 self._pool_ref(hp.pool, M.HOLD_HEADER, w)
@@ -402,18 +406,27 @@ def load_ir(path: str) -> ir.Program:
     from pathlib import Path
 
     from pydantic import ValidationError
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SerqError(f"no such file: {path}", None, "usage") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SerqError(f"cannot read {path}: {e}", None, "usage") from None
+    from serq.errors import read_source
+    text = read_source(Path(path), "IR", "ir")
     try:
         program = ir.from_json(text)
     except ValidationError as e:
         first = e.errors()[0]
         where = ".".join(str(x) for x in first["loc"])
-        raise SerqError(f"{path}: not a serQ IR program: at {where}: {first['msg']} "
+        if len(where) > 200:  # a path into an IR nested deep: its two ends
+            where = f"{where[:90]} … {where[-90:]} ({len(first['loc'])} levels)"
+        if first["type"] == "json_invalid" and "recursion limit" in first["msg"]:
+            from serq.jsondepth import too_deep
+            raise SerqError(f"{path}: not a serQ IR program: {too_deep(text, 200)}, past the JSON reader's "
+                            "depth (200)", None, "ir") from None
+        at = f"at {where}: " if where else ""
+        raise SerqError(f"{path}: not a serQ IR program: {at}{first['msg']} "
                         f"({e.error_count()} error(s) in all)", None, "ir") from None
-    validate(program)
+    try:
+        validate(program)
+    except SerqError as e:
+        if e.span is None:  # a place in the IR (`pool kv`, `server[0].body`): say which file
+            e.message = f"{path}: {e.message}"
+            e.args = (e.message,)
+        raise
     return program

@@ -920,6 +920,18 @@ def build(root: str | os.PathLike | None = None, *, jobs: int | None = DEFAULT_J
     return result
 
 
+def progress_line(done: int, total: int, seconds: list[float], left: int, jobs: int) -> str:
+    """`lean: 3 of 11 modules done; 8 left, about 12 min`: the estimate is the mean time of
+    the modules compiled so far, times those left, over the Lean processes at once."""
+    head = f"lean: {done} of {total} modules done"
+    if left == 0:
+        return head
+    if not seconds:
+        return f"{head}; {left} left"
+    eta = sum(seconds) / len(seconds) * left / max(1, min(jobs, left))
+    return f"{head}; {left} left, about {max(1, round(eta / 60))} min"
+
+
 def _build_modules(project: Project, tc: Toolchain, jobs: int, force: bool,
                    timeout: float | None, say: Event) -> BuildResult:
     t_lock = time.monotonic()
@@ -1002,6 +1014,9 @@ def _build_modules(project: Project, tc: Toolchain, jobs: int, force: bool,
                 done, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in done:
                     results[running.pop(fut)] = fut.result()
+                say(progress_line(len(results), len(order),
+                                  [r.seconds for r in results.values() if r.status in ("built", "failed")],
+                                  len(pending) + len(running), jobs))
         mods = [results[n] for n in order]
         ok = all(m.status in ("built", "skipped") for m in mods)
         return BuildResult(ok=ok, mode="modules", modules=mods, returncode=0 if ok else 1,

@@ -205,7 +205,13 @@ class Linker:
         from serq.link import flow
         flow.check_program(self, program, workload, server_body, servers[0].span if servers else None)
         from serq.ir.validate import validate
-        validate(program)  # what the linker wrote keeps the IR's contract, as IR written by hand must
+        try:
+            validate(program)  # what the linker wrote keeps the IR's contract, as IR written by hand must
+        except SerqError as e:  # located by the IR's `at`, which names the file as the IR does: name it as given
+            if e.span is not None and e.span.file == program.source and e.span.file != self.unit.path:
+                from dataclasses import replace
+                e.span = replace(e.span, file=str(self.unit.path))
+            raise
         return program
 
     def _const_or_none(self, e: A.Expr) -> float | None:
@@ -324,15 +330,24 @@ class Linker:
         if item.arg in self.supplied:
             from serq.syntax.parser import parse
             text = self.supplied[item.arg]
+            pseudo = f"<input {item.arg}>"
             try:
                 if not isinstance(text, str):  # an instance file's `let`: parsed where it is written
                     expr = text
                 else:
-                    module = parse(f"fn main() {{ let supplied = {text}; }}", f"<input {item.arg}>")
+                    module = parse(f"fn main() {{ let supplied = {text}; }}", pseudo)
                     expr = module.items[0].items[0].value  # type: ignore[union-attr]
-            except SerqError:
-                raise SerqError(f"input `{item.arg}`: `{text}` is not an expression", None, "usage") from None
-            value = self._const_eval(expr, f"input `{item.arg}`")
+                value = self._const_eval(expr, f"input `{item.arg}`")
+            except SerqError as e:
+                if isinstance(text, str) and (e.span is None or e.span.file == pseudo):
+                    # a value given as text (--set, `-- k=v`, a JSON instance): no place in a file to show
+                    shown = text if len(text) <= 60 else text[:40] + "…"
+                    reason = e.message.removeprefix(f"input `{item.arg}` ").removeprefix("is a constant: ")
+                    err = SerqError(f"input `{item.arg}`: `{shown}` is not a constant expression ({reason})",
+                                    None, "usage")
+                    err.input = item.arg
+                    raise err from None
+                raise
             value = ConstValue(value.value, item.span, value.inputs | {item.arg})
         else:
             value = self._const_eval(item.default, f"input `{item.arg}`")
@@ -374,6 +389,8 @@ class Linker:
         value = ev(e)
         if math.isnan(value):
             raise _err(f"{what} evaluates to NaN: a constant is a number or inf", e.span)
+        if value == -math.inf:  # the IR writes a constant as a number or "inf" (ir.Bound)
+            raise _err(f"{what} evaluates to -inf: a constant is a finite number or inf", e.span)
         return ConstValue(value, e.span, frozenset(inputs))
 
     def _count_value(self, e: A.Expr, what: str = "a count", array: bool = True) -> int:

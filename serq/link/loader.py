@@ -32,12 +32,8 @@ def load(path: str | Path, text: str | None = None) -> Unit:
     """Read the program at `path` (or `text` as if it were there) and its libraries."""
     path = str(path)
     if text is None:
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise SerqError(f"no such file: {path}", None, "usage") from None
-        except (OSError, UnicodeDecodeError) as e:
-            raise SerqError(f"cannot read {path}: {e}", None, "usage") from None
+        from serq.errors import read_source
+        text = read_source(path)
     unit = Unit(path, sources={path: text})
     module = parse(text, path)
     _read_program(unit, module)
@@ -108,7 +104,11 @@ def _import(unit: Unit, item: A.Import, importer: str, stack: set[str]) -> None:
         text = target.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise SerqError(f'`use "{item.path}"`: no such library {target}', item.span, "link") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except UnicodeDecodeError:
+        from serq.errors import read_source
+        read_source(target, "library")  # refused at the byte's line in the library
+        raise  # pragma: no cover - read_source refuses what read_text did
+    except (OSError, ValueError) as e:
         raise SerqError(f'`use "{item.path}"`: cannot read {target}: {e}', item.span, "link") from None
     path = str(target)
     unit.sources[path] = text

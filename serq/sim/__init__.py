@@ -5,9 +5,10 @@
     result = simulate(link_file("examples/single-turn/mm1.sq"), horizon=1e4, seed=1)
     result.report["client"]["response"]["mean"]
 
-Settings default to the program's (`Program.settings`); the keyword
-arguments override them. Errors are `SerqError`s: kind "usage" for settings
-that cannot run, kind "run" for a run-time error (naming the session and the
+Settings default to the program's (`Program.settings`, the IR's; a setting it
+does not write has the default of `serq.ir.models.Settings`: seed 1, horizon
+inf, warmup 0); the keyword arguments override them. Errors are `SerqError`s:
+kind "usage" for settings that cannot run, kind "run" for a run-time error (naming the session and the
 statement).
 """
 
@@ -44,18 +45,24 @@ def _bound(v) -> float:
 
 def simulate(program: ir.Program, *, seed: int | None = None, horizon: float | None = None,
              warmup: float | None = None, arrivals: int | None = None, base_dir=None,
-             keep_samples: bool = False, progress=None) -> Result:
+             keep_samples: bool = False, progress=None, origins: dict | None = None) -> Result:
+    """Run `program`. `origins` (setting name -> `serq.instance.Origin`) says where each setting
+    came from, for the report's `settings_source` and the location of a refusal; by default a
+    keyword given is `api`, a setting the program's IR writes `ir`, any other `default`."""
+    from serq.instance import Origin, resolve_settings
     from serq.sim.compile import CompileError
     from serq.sim.engine import Engine, SimRunError
     from serq.sim.errors import Unsupported
     from serq.sim.report import make_report
 
-    s = program.settings
-    seed = s.seed if seed is None else seed
-    horizon = _bound(s.horizon) if horizon is None else float(horizon)
-    warmup = float(s.warmup) if warmup is None else float(warmup)
-    arrivals = s.arrivals if arrivals is None else arrivals
-    _check_settings(program, seed, horizon, warmup, arrivals)
+    values, found = resolve_settings(None, None, program.settings, "ir")
+    for name, v in (("seed", seed), ("horizon", horizon), ("warmup", warmup), ("arrivals", arrivals)):
+        if v is not None:
+            values[name] = v if name in ("seed", "arrivals") else float(v)
+            found[name] = Origin("api")
+    found.update(origins or {})
+    seed, horizon, warmup, arrivals = values["seed"], values["horizon"], values["warmup"], values["arrivals"]
+    _check_settings(program, seed, horizon, warmup, arrivals, found)
     try:
         engine = Engine(program, seed=seed, horizon=horizon, warmup=warmup, arrivals=arrivals,
                         base_dir=base_dir, keep_samples=keep_samples, progress=progress)
@@ -71,38 +78,47 @@ def simulate(program: ir.Program, *, seed: int | None = None, horizon: float | N
     except SimRunError as e:
         raise e.to_serq() from None
     if arrivals is not None and engine.stop_reason != "interrupted":
-        if engine.live:
-            raise SerqError(f"--arrivals {arrivals}: {engine.live} of the sessions are still live at the horizon "
-                            f"({_fmt(horizon)}): the run did not drain them", None, "run")
+        from serq.instance import say
+        origin = found.get("arrivals")
+        span = origin.span if origin is not None else None
+        # not drained: a session still live, or one of the N not yet arrived, when the horizon came
+        late = [f"{engine.live} of the sessions are still live"] if engine.live else []
+        if engine.n_arrived < arrivals:
+            late.append(f"{arrivals - engine.n_arrived} of the {arrivals} have not arrived")
+        if late:
+            raise SerqError(say("arrivals", origin, f"{arrivals}: {' and '.join(late)} at the horizon "
+                                                     f"({_fmt(horizon)}): the run did not drain them"), span, "run")
         if engine.end <= warmup and warmup > 0:
-            raise SerqError(f"--arrivals {arrivals}: the run drained at {_fmt(engine.end)}, at or before the "
-                            f"warm-up ({_fmt(warmup)}): nothing was measured", None, "run")
-    return Result(engine, make_report(engine))
+            raise SerqError(say("arrivals", origin, f"{arrivals}: the run drained at {_fmt(engine.end)}, at or "
+                                                     f"before the warm-up ({_fmt(warmup)}): nothing was measured"),
+                            span, "run")
+    return Result(engine, make_report(engine, {name: o.label for name, o in found.items()}))
 
 
-def _check_settings(program: ir.Program, seed, horizon, warmup, arrivals) -> None:
-    def usage(msg: str) -> SerqError:
-        return SerqError(msg, None, "usage")
-    if not isinstance(seed, int) or seed < 0:
-        raise usage(f"--seed {seed}: a seed is a nonnegative integer")
-    if not (horizon > 0) or math.isnan(horizon):
-        raise usage(f"--horizon {_fmt(horizon)}: the horizon is a positive time (or inf)")
-    if not (0 <= warmup < math.inf):
-        raise usage(f"--warmup {_fmt(warmup)}: the warm-up is a nonnegative, finite time")
-    if warmup >= horizon:
-        raise usage(f"--warmup {_fmt(warmup)} is not before the horizon {_fmt(horizon)}: nothing would be measured")
+def _check_settings(program: ir.Program, seed, horizon, warmup, arrivals, origins: dict | None = None,
+                    needs_end: bool = True) -> None:
+    """Refuse settings that cannot run (kind "usage"), at the instance file's line when one wrote
+    the setting. `needs_end=False` (`serq ir`) leaves out the run's need of an end."""
+    from serq.instance import check_values, say
+    origins = origins or {}
+    check_values({"seed": seed, "horizon": horizon, "warmup": warmup, "arrivals": arrivals}, origins)
+
+    def usage(msg: str, name: str | None = None) -> SerqError:
+        o = origins.get(name) if name else None
+        return SerqError(msg, o.span if o is not None else None, "usage")
     kind = program.workload.arrival.kind
     open_ = kind in ("poisson", "renewal")
     if arrivals is not None:
-        if not isinstance(arrivals, int) or arrivals < 1:
-            raise usage(f"--arrivals {arrivals}: the arrivals are a positive integer")
         if not open_:
-            raise usage(f"--arrivals counts open arrivals (poisson, renewal); this workload arrives by {kind}")
-    elif horizon == math.inf:
+            raise usage(say("arrivals", origins.get("arrivals"),
+                            f"{arrivals}: the arrivals count open arrivals (poisson, renewal); this workload "
+                            f"arrives by {kind}"), "arrivals")
+    elif horizon == math.inf and needs_end:
         if open_:
-            raise usage(f"an open workload ({kind}) with no horizon never ends: give --horizon T or --arrivals N")
+            raise usage(f"an open workload ({kind}) with no horizon never ends: give --horizon T or --arrivals N",
+                        "horizon")
         if kind == "closed":
-            raise usage("a closed workload with no horizon never ends: give --horizon T")
+            raise usage("a closed workload with no horizon never ends: give --horizon T", "horizon")
 
 
 def _fmt(v) -> str:

@@ -29,6 +29,13 @@ class ClaimState:
 
 def build(E) -> None:
     program = E.program
+    from serq.limits import MEMBER_LIMIT
+    arrays = [*program.pools, *program.stages]
+    if sum(x.count for x in arrays) > MEMBER_LIMIT:  # each member is an object of the run (~10 kB)
+        biggest = max(arrays, key=lambda x: x.count)
+        raise CompileError(f"the pools and stages have {sum(x.count for x in arrays):_} members in all "
+                           f"(`{biggest.name}` {biggest.count:_}); the interpreter runs at most "
+                           f"{MEMBER_LIMIT:_} (docs/language.md, Limits)".replace("_", " "), biggest.at)
     # -- pools
     E.pool_members = {}
     E.all_pools = []
@@ -67,7 +74,7 @@ def build(E) -> None:
                 phi = fold(svc.capacity) if svc.kind == "ps" else None
                 if svc.kind != "ps" or phi is None or not (0 < phi < math.inf) or _is_present(svc.capacity):
                     raise CompileError(f"stage `{st.name}` is held by a run with another stage: every stage of "
-                                       "such a run is ps(φ) with a constant φ above 0")
+                                       "such a run is ps(φ) with a constant φ above 0", st.at)
                 m = SharedStage(E, st.name, idx, phi)
             elif svc.kind == "fifo":
                 m = FifoStage(E, st.name, idx, svc.servers)
@@ -94,6 +101,7 @@ def build(E) -> None:
             cap_fns[st.name] = pc.function("_cap_", ("E", "present"), pc.expr(st.service.capacity, env))
     # -- pool keys and spill
     late_pool = []
+    evict_waiting = set()  # the pools whose evict keys read `waiting`
     for p in program.pools:
         qk = pk = ek = None
         if p.queue.kind == "by":
@@ -106,8 +114,13 @@ def build(E) -> None:
                            "admission": "admission"}, thread="T")
             pk = pc.keys_function("_pk_", ("E", "T", "A", "decoding", "position", "admission"), p.preempt.keys, env)
         if p.evict.kind == "by":
-            env = Env(f"the evict keys of pool `{p.name}`", attrs="A", ctx={"now": "E.now"}, stream="E.mrng")
-            ek = pc.keys_function("_ek_", ("E", "A"), p.evict.keys, env)
+            # an entry's keys read its attributes, its units (`size`) and whether its session has a hold
+            # waiting for admission to the pool (`waiting`, PoolMember.waiting_sessions)
+            env = Env(f"the evict keys of pool `{p.name}`", attrs="A",
+                      ctx={"now": "E.now", "size": "size", "waiting": "waiting"}, stream="E.mrng")
+            ek = pc.keys_function("_ek_", ("E", "A", "size", "waiting"), p.evict.keys, env)
+            if any(isinstance(n, ir.Ctx) and n.var == "waiting" for k in p.evict.keys for n in ir.walk(k)):
+                evict_waiting.add(p.name)
         sp = None
         if p.spill is not None:
             env = Env(f"the spill of pool `{p.name}`", attrs=None, ctx={"now": "E.now"}, stream="E.mrng")
@@ -181,6 +194,7 @@ def build(E) -> None:
             m.queue_keys = resolve(qk, ns) if qk is not None else None
             m.preempt_keys = resolve(pk, ns) if pk is not None else None
             m.evict_keys = resolve(ek, ns) if ek is not None else None
+            m.evict_waiting = name in evict_waiting
             if sp is not None:
                 m.spill = tuple(resolve(x, ns) for x in sp)
     # a pool an engine admits holds request slots, not a prefix: it takes no part in the prefix cache
@@ -268,6 +282,7 @@ def _start(E) -> None:
             session_fn = E.session_fn
             ready = E.ready
             new = object.__new__
+            from serq.limits import LIVE_LIMIT as live_limit
             from serq.sim.engine import READY, MainThread
 
             def poisson(_arg, _seq):
@@ -275,6 +290,8 @@ def _start(E) -> None:
                 E.n_arrived = serial + 1
                 now = E.now
                 E.live += 1
+                if E.live > live_limit:
+                    E.arrive_over_limit()
                 E.t_live_sum += now
                 A = template.copy()
                 A["serial"] = serial + 0.0
@@ -406,7 +423,7 @@ def _join_engines(E, program) -> None:
                     sm = None
                 else:
                     raise CompileError(f"pool `{p.name}[{len(pms)}]` on engine `{stage}[{len(sms)}]`: families are "
-                                       "joined member for member")
+                                       "joined member for member", p.at)
                 targets = [sm] if sm is not None else sms
                 if attr == "via":
                     pm.via = targets[0]
@@ -534,12 +551,13 @@ def _claim_member(E, c):
     members = E.stage_members.get(ref.stage) if ref is not None else None
     if not members or not isinstance(members[0], StepStage):
         raise CompileError(f"claim `{c.name}` reads the iterations of `{ref.stage if ref else '?'}`, which is no "
-                           "step stage")
+                           "step stage", c.at)
     if ref.index is None:
         if len(members) != 1:
-            raise CompileError(f"claim `{c.name}`: `{ref.stage}` is an engine family: name a member")
+            raise CompileError(f"claim `{c.name}`: `{ref.stage}` is an engine family: name a member", c.at)
         return members[0]
     i = fold(ref.index)
     if i is None or not (i == int(i) and 0 <= i < len(members)):
-        raise CompileError(f"claim `{c.name}`: the member of `{ref.stage}` is a constant index below {len(members)}")
+        raise CompileError(f"claim `{c.name}`: the member of `{ref.stage}` is a constant index below {len(members)}",
+                           c.at)
     return members[int(i)]

@@ -61,18 +61,23 @@ class _Progress:
 @click.option("--arrivals", type=int, default=None, metavar="N",
               help="Run exactly N open arrivals and drain their sessions.")
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
-@click.option("--instance", type=click.Path(dir_okay=False), help="A JSON file of input values.")
+@click.option("--instance", type=click.Path(dir_okay=False),
+              help="An instance file of settings and inputs: F.sq or F.json (docs/language.md); flags override it.")
 @click.option("--json", "as_json", is_flag=True, help="Print the JSON report (docs/report.md) instead of tables.")
 @click.option("--dump", type=click.Path(file_okay=False), default=None, metavar="DIR",
               help="Write the samples (observe/, client/), gauge change points (gauge/) and report.json to DIR.")
 def run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump) -> None:
     """Simulate FILE (a .sq program, or its IR as .json) and report what its clients saw.
 
-    Inputs: --set k=v, --instance F, or `-- k=v`. Settings default to the
-    program's; Ctrl-C stops the run and prints what was measured.
+    Inputs: --set k=v, --instance F, or `-- k=v`. Settings: the flags, over the
+    instance file's (--instance F), over the defaults (seed 1); the report's
+    header says where each came from. Ctrl-C stops the run and prints what was
+    measured.
     """
     from serq.cli import guarded
-    guarded(_run)(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump)
+    from serq.sim.interrupts import stop_signals
+    with stop_signals():  # SIGINT/SIGTERM: the run stops, its report and dump are written, exit 130/143
+        guarded(_run)(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump)
 
 
 def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump) -> None:
@@ -80,28 +85,34 @@ def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, 
 
     from rich.console import Console
 
-    from serq.cli import supplied_inputs
+    from serq.cli import given_inputs, link_program, read_instance
     from serq.errors import SerqError
+    from serq.instance import check_values, resolve_settings
     from serq.sim import simulate
     from serq.sim.report import render_text, to_json
 
     path = Path(file)
-    supplied = supplied_inputs(sets, instance, extra)
+    flags = {"seed": seed, "horizon": _horizon(horizon), "warmup": warmup, "arrivals": arrivals}
     if path.suffix == ".json":
         from serq.ir.validate import load_ir
-        if supplied:
+        inst = read_instance(instance) if instance else None
+        if given_inputs(sets, extra) or (inst is not None and inst.inputs):
             raise SerqError("--set and inputs apply to a .sq program: an IR's constants are already folded",
                             None, "usage")
         program = load_ir(str(path))
+        # the IR's own settings (those it writes), the instance file's over them, the flags over those
+        values, origins = resolve_settings(flags, inst, program.settings, f"ir {file}")
+        check_values(values, origins)
+        from serq.instance import ir_settings
+        program = program.model_copy(update={"settings": ir_settings(values, origins)})
     else:
-        from serq.link import link_file
         if not path.exists():
             raise SerqError(f"no such file: {file}", None, "usage")
-        program = link_file(path, supplied)
+        program, origins = link_program(path, sets, instance, extra, flags, needs_end=True)
     progress = _Progress() if sys.stderr.isatty() else None
     try:
-        result = simulate(program, seed=seed, horizon=_horizon(horizon), warmup=warmup, arrivals=arrivals,
-                          base_dir=path.parent, keep_samples=dump is not None, progress=progress)
+        result = simulate(program, base_dir=path.parent, keep_samples=dump is not None, progress=progress,
+                          origins=origins)
     except SerqError as e:
         # the IR names a statement's file as the program does (relative to it): show its line
         if e.span is not None and not Path(e.span.file).exists() and (path.parent / e.span.file).exists():
@@ -120,5 +131,7 @@ def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, 
         if not console.is_terminal:
             console = Console(highlight=False, soft_wrap=False, width=150)
         render_text(result.report, console)
-    if result.engine.interrupted:
-        sys.exit(130)
+    from serq.sim.interrupts import exit_code
+    code = exit_code(result.engine.interrupted)
+    if code is not None:
+        sys.exit(code)

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from serq.ir import models as ir
 from serq.link.consts import apply_function, ieee_div, ieee_mod
 from serq.sim.errors import Preempted, RunError
-from serq.sim.rng import M64, SITE_DRAWS, TURN_STRIDE, TWO53, block_key, site_offset
+from serq.sim.rng import GAMMA, M64, SITE_DRAWS, TURN_STRIDE, TWO53, block_key, site_offset
 
 STATEMENT_LIMIT = 1_000_000
 
@@ -55,6 +55,7 @@ class Env:
     hoist: list | None = None  # statements to emit before the current one (inline site draws)
     regs: str | None = None  # the Python name of the step stage's registers (its own expressions)
     reg_stage: str | None = None  # the step stage those registers are of
+    first: str | None = None  # a turn block's FirstTurns table (rng.py): its first turn's inline draws
 
 
 
@@ -181,6 +182,7 @@ class ProgramCompiler:
         self.holds: list = []
         self.pending_functions: list = []
         self.mod.globals["_turn_key"] = engine.streams.turn_key_function()
+        self._first_turns: str | None = None
 
     # ------------------------------------------------------------ references
     def _member_array(self, kind: str, name: str) -> str:
@@ -309,12 +311,17 @@ class ProgramCompiler:
                     # inline: the same numbers as rng.site_exp, without a call
                     t = self.mod.fresh("_d")
                     c = site_offset(j)
-                    env.hoist += [
+                    mix = [
                         f"_z = ({key} + {c}) & {M64}",
                         f"_z = ((_z ^ (_z >> 30)) * 0xBF58476D1CE4E5B9) & {M64}",
                         f"_z = ((_z ^ (_z >> 27)) * 0x94D049BB133111EB) & {M64}",
-                        f"{t} = {-float(e.args[0].value)!r} * _log(1.0 - ((_z ^ (_z >> 31)) >> 11) * {TWO53!r})",
+                        f"_u = ((_z ^ (_z >> 31)) >> 11) * {TWO53!r}",
                     ]
+                    if env.first is not None:  # a first turn's uniform from the block when it holds it
+                        k = self.mod.globals[env.first].site(c)
+                        mix = ["if _fi >= 0:", f"    _u = {env.first}.U[{k}][_fi]", "else:",
+                               *("    " + line for line in mix)]
+                    env.hoist += [*mix, f"{t} = {-float(e.args[0].value)!r} * _log(1.0 - _u)"]
                     return t
                 return f"_sd_{e.dist}({key}, {j}, {', '.join(args)})"
             return f"{env.stream}.{e.dist}({', '.join(args)})"
@@ -383,17 +390,39 @@ class ProgramCompiler:
         name = self.mod.fresh("_session_")
         draws = any(has_draw(s) for s in body) or any(has_draw(s) for s in self.program.server)
         self.mod.emit(0, f"def {name}(E, T, A):")
-        self.mod.emit(1, "S = T.sess")
+        self.mod.emit(1, "S = T")  # the session block runs on the main thread, which is the session
         if draws:
             self.mod.emit(1, "R = E.streams.session(S.serial)")
         if any(has_draw(s) for s in self.program.workload.turn):
-            self.mod.emit(1, "_tk = E.streams.session_turn_base(S.serial)")
+            # B = mix64(turn-tag key ^ serial) (rng.Streams.session_turn_base): from the block of
+            # first turns (rng.FirstTurns) when it holds the session, else inline
+            emit = self.mod.emit
+            ft = self.first_turns()
+            emit(1, f"_fi = S.serial - {ft}.lo")
+            emit(1, f"if not 0 <= _fi < {ft}.n:")
+            emit(2, f"_fi = {ft}.fill(S.serial)")
+            emit(1, "if _fi >= 0:")
+            emit(2, f"_tk = {ft}.B[_fi]")
+            emit(1, f"elif S.serial <= {M64}:")
+            emit(2, f"_z = ((S.serial ^ {self.engine.streams.turn_tag_key}) + {GAMMA}) & {M64}")
+            emit(2, f"_z = ((_z ^ (_z >> 30)) * 0xBF58476D1CE4E5B9) & {M64}")
+            emit(2, f"_z = ((_z ^ (_z >> 27)) * 0x94D049BB133111EB) & {M64}")
+            emit(2, "_tk = _z ^ (_z >> 31)")
+            emit(1, "else:")
+            emit(2, "_tk = E.streams.session_turn_base(S.serial)")
         self.mod.emit(1, "if False:")
         self.mod.emit(2, "yield")
         ctx = _Ctx(side="session", stream="R" if draws else None, trace=trace)
         self.block(body, ctx, 1)
         self.finish_thread(1, main=True)
         return _Late(name)
+
+    def first_turns(self) -> str:
+        """The global name of the program's FirstTurns table (rng.py), made on first use."""
+        if self._first_turns is None:
+            from serq.sim.rng import FirstTurns
+            self._first_turns = self.mod.bind("_FT", FirstTurns(self.engine.streams.turn_tag_key))
+        return self._first_turns
 
     def finish_thread(self, ind: int, main: bool) -> None:
         """The end of a thread's block: done, without the cost of a StopIteration (never resumed)."""
@@ -421,6 +450,10 @@ class ProgramCompiler:
             self.mod.loc_stack.append(s.at or self.mod.loc_stack[-1])
             try:
                 self.stmt(s, ctx, ind)
+            except CompileError as e:
+                if e.loc is None:  # the statement it is about
+                    e.loc = self.mod.loc_stack[-1]
+                raise
             finally:
                 self.mod.loc_stack.pop()
 
@@ -518,6 +551,11 @@ class ProgramCompiler:
             stream = "site:_rk"
         tctx = _Ctx(side="turn", stream=stream)
         tctx.env = self.stmt_env(stream)
+        if stream is not None:  # _fi: the session's index in the block of first turns, or -1
+            ft = tctx.env.first = self.first_turns()
+            emit(ind, f"_fi = S.serial - {ft}.lo if S.turns == 1 else -1")
+            emit(ind, f"if not 0 <= _fi < {ft}.n:")
+            emit(ind + 1, "_fi = -1")
         self.block(turn_body, tctx, ind)
         emit(ind, "S.t0 = E.now")
         emit(ind, "S.in_turn = True")

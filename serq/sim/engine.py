@@ -27,6 +27,8 @@ from collections import deque
 from heapq import heappop, heappush
 
 from serq.ir import models as ir
+from serq.limits import COUNT_LIMIT, LIVE_LIMIT
+from serq.sim.interrupts import STATE as _INTERRUPTS
 from serq.sim.errors import Preempted, Refused, RunError
 from serq.sim.pools import Alloc, Frame, PoolMember, check_amount
 from serq.sim.rng import DrawError, Streams
@@ -131,8 +133,12 @@ Session = MainThread
 
 
 def forget_itself(S: Thread) -> None:
-    """Cut an ended session's reference to itself (`_Itself`), so that freeing it needs no collector."""
-    S.__dict__.pop("sess", None)
+    """Cut an ended session's reference to itself (`_Itself`), so that freeing it needs no collector.
+    (`del`, not `__dict__.pop`: reading `__dict__` would build the instance's dict.)"""
+    try:
+        del S.sess
+    except AttributeError:
+        pass
 
 
 class Engine:
@@ -261,12 +267,14 @@ class Engine:
                 if progress is not None and not seq & 4095:
                     self.events = self.events_processed()
                     progress(self, _time.perf_counter() - wall0)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # Ctrl-C, or serq run's SIGINT/SIGTERM (serq.sim.interrupts)
+            _INTERRUPTS.after = True  # from here a signal waits for the report and the dump
             self.interrupted = True
             self.stop_reason = "interrupted"
         except _ERRORS as e:  # raised by the machine, not by a thread (a ps capacity, a key, a gauge)
             raise self.located(e) from None
         finally:
+            _INTERRUPTS.after = True
             if gc_was:
                 gc.enable()
         self.events = self.events_processed()
@@ -401,8 +409,8 @@ class Engine:
                        "a loop whose passes let no time pass")
 
     def count_of(self, v: float, what: str) -> int:
-        if not (v >= 1 and v == int(v) and v <= 1_000_000_000):
-            raise RunError(f"{what} is {_num(v)}: a count is a whole number from 1")
+        if not (v >= 1 and v == int(v) and v <= COUNT_LIMIT):
+            raise RunError(f"{what} is {_num(v)}: a count is a whole number from 1 to a million")
         return int(v)
 
     # ================================================================ sessions
@@ -412,6 +420,8 @@ class Engine:
         self.n_arrived = serial + 1
         now = self.now
         self.live += 1
+        if self.live > LIVE_LIMIT:
+            self.arrive_over_limit()
         self.t_live_sum += now
         A = self.attr_template.copy()
         A["serial"] = serial + 0.0
@@ -437,6 +447,12 @@ class Engine:
         self.ready.append(T)
         return T
 
+    def arrive_over_limit(self) -> None:
+        """A session arrives while LIVE_LIMIT are live: the run stops before it exhausts memory."""
+        raise RunError(f"{LIVE_LIMIT:_} sessions are live at once, the interpreter's bound (docs/language.md, "
+                       "Limits): the workload arrives faster than the server answers; give a lower rate, "
+                       "a shorter horizon or --arrivals N".replace("_", " "))
+
     def session_done(self, S: Thread) -> None:
         """The end of a session block (the generated code's call): the session ends."""
         S.gen = None
@@ -455,13 +471,16 @@ class Engine:
             self.pre_live -= 1
             self.pre_sum -= ta
         self.t_live_sum -= ta
-        self.live -= 1
+        live = self.live = self.live - 1
         self.n_ended += 1
         if S.kind == MAIN:
-            forget_itself(S)
+            try:  # forget_itself, written out (the hot path)
+                del S.sess
+            except AttributeError:
+                pass
         if self.closed:
             self.arrive()
-        elif self.live == 0 and self.arrivals_limit is not None and not self.arrivals_open:
+        elif not live and self.arrivals_limit is not None and not self.arrivals_open:
             self.stop_reason = "drained"
             self.attention = True
 
@@ -767,15 +786,21 @@ class Engine:
         """Holds that join an engine's queue at one instant queue in the order their turns were created
         (`_creation`), as vLLM's clients submit them: F goes before the frames of this instant whose turn
         was created after its own, and takes their join numbers along (the fifo order is the numbers')."""
+        # The frames of this instant stand at the queue's tail in creation order (each was put in its
+        # place), so F's place is found by bisection: O(log n) where a scan from the tail made a burst
+        # of n joins at one instant O(n^2) (batch(16000) into an engine's queue took minutes). The
+        # fifo order among frames is their order in the queue; `select_head` breaks key ties by it.
         now = self.now
         key = _creation(F.thread)
-        i = len(q) - 1
-        while i > 0 and q[i - 1].joined == now and not q[i - 1].head and key < _creation(q[i - 1].thread):
-            i -= 1
-        numbers = [G.qseq for G in itertools.islice(q, i, None)] + [F.qseq]
-        q.insert(i, F)
-        for G, n in zip(itertools.islice(q, i, None), numbers):
-            G.qseq = n
+        lo, hi = 0, len(q) - 1  # the caller saw that F goes before q[-1]
+        while lo < hi:
+            mid = (lo + hi) // 2
+            G = q[mid]
+            if G.joined == now and not G.head and key < _creation(G.thread):
+                hi = mid
+            else:
+                lo = mid + 1
+        q.insert(lo, F)
 
     def retry_pools(self) -> bool:
         progress = False
@@ -796,9 +821,9 @@ class Engine:
         best = None
         bk = None
         now = self.now
-        for F in q:
+        for i, F in enumerate(q):  # ties in queue order (no frame is at the head: q[0] is not)
             T = F.thread
-            k = (keys(self, T, T.A, now - F.joined), F.qseq)
+            k = (keys(self, T, T.A, now - F.joined), i)
             if bk is None or k < bk:
                 best, bk = F, k
         return best

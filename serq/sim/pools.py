@@ -124,7 +124,8 @@ class PoolMember:
         self.evict_by = decl.evict.kind == "by"
         self.queue_keys = None  # function (E, T, A, waited) -> tuple
         self.preempt_keys = None  # function (E, T, A, decoding, position, admission) -> tuple
-        self.evict_keys = None  # function (E, A) -> tuple
+        self.evict_keys = None  # function (E, A, size, waiting) -> tuple
+        self.evict_waiting = False  # the evict keys read `waiting` (waiting_sessions)
         self.spill = None  # (tier resolver, stage resolver, cost fn, when fn)
         self.via = None  # the step stage member that admits its queue in iterations
         self.mem_stage = None  # the step stage member it is the memory of (preemption victims: its residents)
@@ -280,8 +281,15 @@ class PoolMember:
         E = self.E
         self.touch(E.now)
         if self.evict_by:
+            # the keys of each entry, read once before anything is taken: its attributes, `size` (its
+            # units now) and `waiting` (its session has a hold waiting for admission here)
             keys = self.evict_keys
-            order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs), e.seq))
+            if self.evict_waiting:
+                queued = self.waiting_sessions()
+                order = sorted(self.entries.values(),
+                               key=lambda e: (keys(E, e.attrs, e.units, 1.0 if e.serial in queued else 0.0), e.seq))
+            else:
+                order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs, e.units, 0.0), e.seq))
         else:  # release order: the entries' own (a dict keeps it); taken one at a time, oldest first
             order = _oldest_first(self.entries)
         for e in order:
@@ -307,6 +315,18 @@ class PoolMember:
                     del self.live[e.serial]
         if self.cached < 1e-9:
             self.cached = 0.0 if not self.entries else self.cached
+
+    def waiting_sessions(self) -> set:
+        """`waiting` in an eviction key: the sessions with a hold waiting for admission to this member,
+        in its queue or, for a hold on several pools, in its first pool's queue (where such a hold waits,
+        for every pool it names). Read at an eviction only, by a pool whose keys read it: one pass over
+        the queues."""
+        out = set()
+        for q in self.E.all_pools:
+            for F in q.queue:
+                if q is self or self in F.members:
+                    out.add(F.thread.sess.serial)
+        return out
 
     def summary(self, span: float) -> dict:
         return {

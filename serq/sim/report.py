@@ -39,7 +39,9 @@ def serq_version() -> str:
     return _VERSION[0]
 
 
-def make_report(E) -> dict:
+def make_report(E, sources: dict[str, str] | None = None) -> dict:
+    """The JSON report of a finished engine; `sources` says where each setting came from
+    (`settings_source`: `default`, `--seed`, `instance F`, `ir`, `ir F`, `api`)."""
     program = E.program
     start = E.warmup
     span = E.end - start if E.end > start else 0.0
@@ -54,6 +56,8 @@ def make_report(E) -> dict:
             "warmup": E.warmup,
             "arrivals": E.arrivals_limit,
         },
+        "settings_source": {name: (sources or {}).get(name, "default")
+                            for name in ("seed", "horizon", "warmup", "arrivals")},
         "end": E.end,
         "measured": span,
         "stopped": E.stop_reason,
@@ -84,10 +88,15 @@ def make_report(E) -> dict:
         row = {"name": st.name, "index": st.index}
         row.update(st.summary(span))
         rep["stages"].append(row)
+    stalls: dict = {}  # pool member -> the engine residents whose growth into it did not fit (one pass)
+    for st in E.step_stages:
+        for J in st.res:
+            if J.stall is not None:
+                stalls.setdefault(id(J.stall), []).append(J.T)
     for m in E.all_pools:
         row = {"name": m.name, "index": m.index}
         row.update(m.summary(span))
-        row.update(_pool_end(E, m))
+        row.update(_pool_end(E, m, stalls.get(id(m), [])))
         rep["pools"].append(row)
     for cs in E.claims:
         rep["claims"].append(_claim(E, cs))
@@ -95,11 +104,9 @@ def make_report(E) -> dict:
     return _clean(rep)
 
 
-def _pool_end(E, m) -> dict:
+def _pool_end(E, m, stalled_residents: list) -> dict:
     # holds waiting to grow: the pool's growers, and an engine's residents whose growth did not fit
-    growers = list(m.growers)
-    for st in E.step_stages:
-        growers.extend(J.T for J in st.res if J.stall is m)
+    growers = list(m.growers) + stalled_residents
     growing = len(growers)
     stalled = False
     if growing:
@@ -233,13 +240,39 @@ def _mean_ci(s: dict) -> str:
     return f"{_fmt(s['mean'])} ± {_fmt(s['ci95'])}"
 
 
+ARRAY_ROWS = 16  # the members of one array the text report shows; --json and --dump have them all
+
+
+def _member_rows(rows: list, width: int):
+    """The rows the text report shows: each array's first ARRAY_ROWS members, then one row for the
+    rest (a table of a million members would take minutes to draw and say nothing more)."""
+    counts: dict = {}
+    for r in rows:
+        counts[r["name"]] = counts.get(r["name"], 0) + 1
+    for r in rows:
+        i = r["index"]
+        if i is None or i < ARRAY_ROWS:
+            yield r, None
+        elif i == ARRAY_ROWS:
+            rest = counts[r["name"]] - ARRAY_ROWS
+            yield None, [f"{r['name']}[{ARRAY_ROWS}…]", f"{rest} more"] + [""] * (width - 2)
+
+
 def render_text(rep: dict, console) -> None:
     from rich.markup import escape
     from rich.table import Table
 
     st = rep["settings"]
-    console.print(f"[bold]{escape(str(rep['program']))}[/bold]  seed {st['seed']}  horizon {_fmt(st['horizon'])}  warmup "
-                  f"{_fmt(st['warmup'])}" + (f"  arrivals {st['arrivals']}" if st["arrivals"] else ""))
+    src = rep.get("settings_source", {})
+
+    def setting(name: str, shown: str) -> str:  # `seed 1 (default)`: each setting and where it came from
+        return f"{name} {shown}" + (f" ({escape(src[name])})" if name in src else "")
+    shown = [setting("seed", str(st["seed"])), setting("horizon", _fmt(st["horizon"])),
+             setting("warmup", _fmt(st["warmup"]))]
+    if st["arrivals"]:
+        shown.append(setting("arrivals", str(st["arrivals"])))
+    # one line, however long the instance file's name
+    console.print(f"[bold]{escape(str(rep['program']))}[/bold]  " + "  ".join(shown), soft_wrap=True)
     s = rep["sessions"]
     console.print(f"ended at {_fmt(rep['end'])} ({rep['stopped']}); {rep['events']} events; sessions: "
                   f"{s['arrived']} arrived, {s['ended']} ended, {s['live']} live, {s['refused']} refused, "
@@ -272,7 +305,10 @@ def render_text(rep: dict, console) -> None:
         for c in ("name", "service", "util", "mean busy", "mean queue", "completed", "throughput", "mean wait",
                   "mean sojourn"):
             t.add_column(c, justify="left" if c in ("name", "service") else "right")
-        for r in rep["stages"]:
+        for r, more in _member_rows(rep["stages"], 9):
+            if more is not None:
+                t.add_row(*map(escape, more))
+                continue
             label = r["name"] if r["index"] is None else f"{r['name']}[{r['index']}]"
             svc = r["service"] + (f"({r['servers']})" if r.get("servers", 1) != 1 else "")
             t.add_row(escape(label), svc, _fmt(r["utilization"]), _fmt(r["mean_busy"]), _fmt(r["mean_queue"]),
@@ -283,7 +319,10 @@ def render_text(rep: dict, console) -> None:
         for c in ("name", "cap", "mean used", "mean cached", "mean queue", "admitted", "mean wait", "rejected",
                   "evicted", "preempted", "stuck", "grow:", "over:"):
             t.add_column(c, justify="left" if c == "name" else "right")
-        for r in rep["pools"]:
+        for r, more in _member_rows(rep["pools"], 13):
+            if more is not None:
+                t.add_row(*map(escape, more))
+                continue
             label = r["name"] if r["index"] is None else f"{r['name']}[{r['index']}]"
             t.add_row(escape(label), _fmt(r["cap"]) if r["cap"] is not None else "inf", _fmt(r["mean_used"]),
                       _fmt(r["mean_cached"]), _fmt(r["mean_queue"]), str(r["admissions"]), _fmt(r["mean_wait"]),

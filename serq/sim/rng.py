@@ -184,6 +184,11 @@ class Streams:
         """The stream of session `session`'s init block (turn 0) or its turn `turn`, as an object."""
         return CounterStream(self.turn_key(session, turn))
 
+    @property
+    def turn_tag_key(self) -> int:
+        """The key session_turn_base mixes a session's serial into (the generated code inlines it)."""
+        return self._turn_base
+
     def session_turn_base(self, session: int) -> int:
         """B: the base of session `session`'s init and turn streams (mix64(key ^ session), inline)."""
         if session <= M64:
@@ -279,3 +284,63 @@ def site_bernoulli(key: int, j: int, p: float) -> float:
 
 SITE_DRAWS = {f"_sd_{d}": f for d, f in (("exp", site_exp), ("det", site_det), ("uniform", site_uniform),
                                            ("erlang", site_erlang), ("h2", site_h2), ("bernoulli", site_bernoulli))}
+
+
+# ---------------------------------------------------------------- first turns, a block at a time
+class FirstTurns:
+    """The turn-stream numbers of consecutive sessions, computed for a block of them at once.
+
+    Per session: its base B (`Streams.session_turn_base`) and, of its first turn (t = 1), the
+    first uniform of each draw site j the generated code inlines (an `~exp` of a constant mean,
+    as `site_exp`: SplitMix64's rounds of K(1) + site_offset(j), mix64's `+ γ` folded into the
+    offset). One by one these cost
+    two or more SplitMix64 rounds of Python integer arithmetic per session; numpy computes a
+    block of `SIZE` sessions in a few vector operations. The numbers are the same: numpy's uint64
+    arithmetic wraps modulo 2^64 as `& M64` does, and a 53-bit integer times 2^-53 is exact in
+    both. Sessions start in the order of their serials (arrivals number them), so the block moves
+    forward; the generated code computes one by one what the block does not hold (a session
+    older than the block, any later turn, a serial near 2^64)."""
+
+    SIZE = 1024
+
+    def __init__(self, turn_tag_key: int) -> None:
+        self.key = turn_tag_key
+        self.offsets: list[int] = []  # site_offset(j) of each inlined site, in the order registered
+        self.lo = 0  # the block's first serial
+        self.n = 0  # how many sessions it holds (0: none yet)
+        self.B: list[int] = []
+        self.U: list[list[float]] = []
+
+    def site(self, offset: int) -> int:
+        """The index of the inlined site with this offset (registered at compile time)."""
+        if offset not in self.offsets:
+            self.offsets.append(offset)
+        return self.offsets.index(offset)
+
+    def fill(self, serial: int) -> int:
+        """The block from `serial` on; `serial`'s index in it (0), or -1 for a session before the
+        block (or past 2^64 - SIZE), which computes its numbers one by one."""
+        if serial < self.lo + self.n or serial > M64 - self.SIZE:
+            return -1
+        import numpy as np
+        u64 = np.uint64
+        with np.errstate(over="ignore"):
+            z = (np.arange(serial, serial + self.SIZE, dtype=u64) ^ u64(self.key)) + u64(GAMMA)
+            B = _mix_rounds(z, np, u64)
+            k1 = B + u64(TURN_STRIDE)  # K(1) = B + δ
+            U = []
+            for c in self.offsets:
+                z = _mix_rounds(k1 + u64(c), np, u64)
+                U.append(((z >> u64(11)).astype(np.float64) * TWO53).tolist())
+        self.B = B.tolist()
+        self.U = U
+        self.lo = serial
+        self.n = self.SIZE
+        return 0
+
+
+def _mix_rounds(z, np, u64):
+    """mix64 after its `+ γ`, on an array of uint64."""
+    z = (z ^ (z >> u64(30))) * u64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> u64(27))) * u64(0x94D049BB133111EB)
+    return z ^ (z >> u64(31))

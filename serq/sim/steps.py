@@ -85,11 +85,13 @@ class IterationRecord:
     """What a claim over iterations reads of one iteration (serq/sim/oracle_run.py's records).
 
     Read when the iteration starts, after its batch is scheduled: `decoders`,
-    `kv_decode`, `kv_prefill` are the batch's (kv_* the positions, before the
-    iteration's tokens, of its decoding and prefilling requests), `residents` the
-    running requests after scheduling, `demand` the tokens they could take with
-    an unlimited budget, `served` the tokens of the earlier iterations, `arrived`
-    the sessions started by the start."""
+    `kv_decode`, `kv_prefill`, `attention` are the batch's (`kv_decode` the KV of its
+    decoding requests once the iteration's token is written, in whole blocks of their
+    growing pools, Σ ceil((p + 1) / b) * b; `kv_prefill` the positions p, before the
+    iteration's tokens, of its prefilling requests; `attention` Σ n * (p + n / 2) over
+    its prefill chunks), `residents` the running requests after scheduling, `demand`
+    the tokens they could take with an unlimited budget, `served` the tokens of the
+    earlier iterations, `arrived` the sessions started by the start."""
 
     start: float
     tokens: float
@@ -187,7 +189,9 @@ class StepStage(StageMember):
         return float(sum(1 for J in self.res if J.dec))
 
     def kvd(self) -> float:
-        return math.fsum(J.alloc.pos for J in self.res if J.dec and J.alloc is not None)
+        """running.kv_decode: the KV the decoding residents hold, in whole blocks of their growing
+        pools (the blocks covering each one's position; no block: the position; no growing pool: 0)."""
+        return math.fsum(J.alloc.member.up(J.alloc.pos) for J in self.res if J.dec and J.alloc is not None)
 
     def kvp(self) -> float:
         return math.fsum(J.alloc.pos for J in self.res if not J.dec and J.alloc is not None)
@@ -467,15 +471,13 @@ class StepStage(StageMember):
                 continue
             if J.dec and budget >= 1.0 and J.rem > 0.0:
                 a = J.alloc
-                pos = 0.0
                 if a is not None:
-                    pos = a.pos
-                    t = pos + 1.0
+                    t = a.pos + 1.0
+                    m = a.member
                     if t > a.units:
                         self.budget = budget
                         self._add_decodes(n, kvd)
                         n = kvd = 0.0
-                        m = a.member
                         ok = self.grow(J, a, m, t, m.up(t))
                         budget = self.budget
                         if not ok:
@@ -483,11 +485,12 @@ class StepStage(StageMember):
                                 return
                             continue
                     a.req = t
+                    # the decode's KV once its token is written, in whole blocks (_kv_decode)
+                    kvd += m.up(t)
                 J.sched = 1.0
                 budget -= 1.0
                 append(J)
                 n += 1.0
-                kvd += pos
                 continue
             self.budget = budget
             self._add_decodes(n, kvd)
@@ -500,12 +503,12 @@ class StepStage(StageMember):
         self._add_decodes(n, kvd)
 
     def _add_decodes(self, n: float, kvd: float) -> None:
-        """Count `n` decodes at KV positions summing to `kvd` in the iteration's batch (the serving
-        loop adds them up in locals and counts them here before anything else reads the batch)."""
+        """Count `n` decodes whose KV (`_kv_decode`) sums to `kvd` in the iteration's batch (the serving
+        loop adds them up in locals and counts them here before anything else reads the batch). A
+        decode adds nothing to the batch's attention."""
         self.b_tok += n
         self.b_dec += n
         self.b_kvd += kvd
-        self.b_att += kvd + n
 
     def _sorted(self, jobs: list) -> list:
         E = self.E
@@ -556,25 +559,26 @@ class StepStage(StageMember):
         self.b_tok += n
         if J.dec:
             self.b_dec += 1.0
-            self.b_kvd += pos
+            self.b_kvd += _kv_decode(a)
         else:
             self.b_pre += n
             self.b_kvp += pos
-        self.b_att += n * pos + n * (n + 1.0) * 0.5
+            self.b_att += n * (pos + n * 0.5)
 
     def unserve(self, J) -> None:
         n = J.sched
         J.sched = 0.0
-        pos = J.alloc.pos if J.alloc is not None else 0.0
+        a = J.alloc
+        pos = a.pos if a is not None else 0.0
         self.budget += n
         self.b_tok -= n
         if J.dec:
             self.b_dec -= 1.0
-            self.b_kvd -= pos
+            self.b_kvd -= _kv_decode(a)
         else:
             self.b_pre -= n
             self.b_kvp -= pos
-        self.b_att -= n * pos + n * (n + 1.0) * 0.5
+            self.b_att -= n * (pos + n * 0.5)
 
     def grow(self, J, a, m, target: float, new_units: float) -> bool:
         """Grow a resident's hold to `new_units`; with `preempt by`, take victims until it fits or the
@@ -784,6 +788,16 @@ class StepStage(StageMember):
             "residents_at_end": len(self.res),
             "idle_at_end": (not self.busy) and self.has_work(),
         }
+
+
+def _kv_decode(a) -> float:
+    """batch.kv_decode's share of a decode served from position p on its growing pool's hold `a`:
+    its KV once the iteration's token is written, in whole blocks, ceil((p + 1) / b) * b (no block:
+    p + 1); 0 without a growing pool (no allocation). Positions advance only when the iteration
+    ends, so serving and unserving read the same p."""
+    if a is None:
+        return 0.0
+    return a.member.up(a.pos + 1.0)
 
 
 def _alloc_on(T, m):

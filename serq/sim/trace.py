@@ -89,7 +89,7 @@ def read_trace(path: Path) -> tuple[list[list[tuple[float, float, float, float]]
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise bad("no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
+    except (OSError, UnicodeDecodeError, ValueError) as e:  # ValueError: a NUL in the name
         raise bad(str(e)) from None
     rows = list(csv.reader(text.splitlines()))
     if not rows:

@@ -7,23 +7,94 @@ import math
 from pathlib import Path
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer, Tree, v_args
 
 from serq.errors import SerqError
 from serq.syntax import ast as A
 
 GRAMMAR = Path(__file__).with_name("grammar.lark")
 
+# How deep each rule nests (serq/limits.py, docs/language.md *Limits*): an expression's operators,
+# calls, draws, aggregates, indices and leaves are a level each; a block statement is a level.
+_EXPR_LEVEL = {"number": 1, "inf": 1, "path": 1, "sel_index": 1, "call": 1, "aggregate": 1,
+               "agg_count_name": 1, "draw": 1, "sign": 1, "not_": 1, "cond": 1, "or_": 1, "and_": 1,
+               "compare": 1, "arith": 1}
+_BLOCK_LEVEL = frozenset({"st_branch", "st_branch_with", "st_while", "st_loop", "st_fork", "hold", "s_branch"})
+
+
+class TooDeep(Exception):
+    """Raised while the parser builds its tree: a node nests past a limit (at line, col)."""
+
+    def __init__(self, kind: str, line: int, col: int) -> None:
+        super().__init__(kind)
+        self.kind, self.line, self.col = kind, line, col
+
+    def error(self, path: str, kind: str = "parse") -> SerqError:
+        from serq import limits as L
+        if self.kind == "expr":
+            what, limit = f"an expression nests at most {L.EXPR_DEPTH} deep", L.EXPR_DEPTH
+            hint = " (an operator, a call, an index is a level; a chain a + b + … is one per operator)"
+        else:
+            what, limit = f"blocks nest at most {L.BLOCK_DEPTH} deep", L.BLOCK_DEPTH
+            hint = " (a branch, while, loop, fork or hold body is a level)"
+        e = L.nesting_error(what, limit, A.Span(path, self.line, self.col), hint)
+        e.kind = kind
+        return e
+
+
+class DepthTree(Tree):
+    """The parser's tree node, which counts its nesting as the LALR parser reduces it (bottom-up,
+    no recursion) and stops the parse at the first node past a limit, before anything walks the
+    tree recursively (the transformer below, the expander, the linker)."""
+
+    def __init__(self, data, children, meta=None) -> None:
+        super().__init__(data, children, meta)
+        e = b = 0
+        for c in children:
+            d = getattr(c, "depth", None)
+            if d is not None:
+                if d[0] > e:
+                    e = d[0]
+                if d[1] > b:
+                    b = d[1]
+        name = data.rsplit("__", 1)[-1] if "__" in data else data  # instance.lark imports grammar__*
+        inc = _EXPR_LEVEL.get(name, 0)
+        if inc:
+            e += inc
+            if e > _limits().EXPR_DEPTH:
+                raise TooDeep("expr", *_first_position(children))
+        if name in _BLOCK_LEVEL:
+            b += 1
+            if b > _limits().BLOCK_DEPTH:
+                raise TooDeep("block", *_first_position(children))
+        self.depth = (e, b)
+
+
+@functools.cache
+def _limits():
+    from serq import limits
+    return limits
+
+
+def _first_position(children) -> tuple[int, int]:
+    for c in children:
+        if isinstance(c, Token) and c.line is not None:
+            return c.line, c.column
+        meta = getattr(c, "_meta", None)
+        if meta is not None and not getattr(meta, "empty", True):
+            return meta.line, meta.column
+    return 0, 0
+
 
 @functools.cache
 def _parser() -> lark.Lark:
-    return lark.Lark(
-        GRAMMAR.read_text(),
-        parser="lalr",
+    from serq.syntax.larkcache import lalr_parser  # the tables kept in the user's cache, keyed on the grammar
+    return lalr_parser(
+        GRAMMAR,
         lexer="contextual",
         propagate_positions=True,
         maybe_placeholders=True,
-        cache=False,
+        tree_class=DepthTree,
     )
 
 
@@ -82,6 +153,8 @@ def parse(text: str, path: str = "<input>") -> A.Module:
     except lark.exceptions.UnexpectedEOF as e:  # pragma: no cover - LALR reports UnexpectedToken
         line, col = _end_position(text)
         raise SerqError("unexpected end of the file", A.Span(path, line, col), "parse") from None
+    except TooDeep as e:
+        raise e.error(path) from None
     try:
         return _ToAst(path).transform(tree)
     except lark.exceptions.VisitError as e:
@@ -91,14 +164,8 @@ def parse(text: str, path: str = "<input>") -> A.Module:
 
 
 def parse_file(path: str | Path) -> A.Module:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise SerqError(f"no such file: {p}", None, "usage") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise SerqError(f"cannot read {p}: {e}", None, "usage") from None
-    return parse(text, str(path))
+    from serq.errors import read_source
+    return parse(read_source(path), str(path))
 
 
 def _end_position(text: str) -> tuple[int, int]:
@@ -618,9 +685,14 @@ class _ToAst(Transformer):
         return list(c)
 
     def number(self, meta, c):
-        value = float(str(c[0]))
+        written = str(c[0])
+        value = float(written)
+        shown = written if len(written) <= 40 else f"{written[:20]}…{written[-8:]} ({len(written)} characters)"
         if math.isinf(value):
-            raise SerqError(f"the number {c[0]} is too large; write `inf` for no bound", self._tspan(c[0]), "parse")
+            raise SerqError(f"the number {shown} is too large; write `inf` for no bound", self._tspan(c[0]), "parse")
+        if value == 0.0 and any(ch in "123456789" for ch in written.lower().split("e")[0]):
+            raise SerqError(f"the number {shown} is too small: it is not 0, and no double is nearer to it than 0",
+                            self._tspan(c[0]), "parse")
         return A.Num(value, self._span(meta))
 
     def inf(self, meta, c):

@@ -19,7 +19,7 @@ namespace Papers.Claims.LiDaiPeng
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "c84c0ddfaf63b5283c01574b066b9547bd9060b539bf0e93a1affe37b59fab69"
+def irDigest : String := "518c1b4f548e414cd053be940ab3dd5d080d84239b33d5601f65980b13158394"
 
 /-- The engine: tokens cap 16, request slots 2, 64 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨16, 2, 64, 4, 0, false⟩

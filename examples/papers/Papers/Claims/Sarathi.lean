@@ -19,7 +19,7 @@ namespace Papers.Claims.Sarathi
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "46e9176810e65a26352162bf1b31f8774879def50e56492879722ac7c45cb1ae"
+def irDigest : String := "647e907d974ad230cdf634a9b6e1657e34264e6a2784eca5563a3ac2fae2bdbf"
 
 /-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨256, 32, 1024, 16, 0, false⟩

@@ -19,7 +19,7 @@ namespace Papers.Claims.SmithSpt
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "ecef58a97f8448322ac764d084b864e3b11f9cec1645ce8a998bd13aff12a9c4"
+def irDigest : String := "0b4a6288ba02047ca3e0fe63ccca357da2924ea30b040650e7306f00f2c2c9ed"
 
 /-- The engine: tokens cap 16, request slots 1, 256 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨16, 1, 256, 4, 0, false⟩

@@ -1,0 +1,137 @@
+"""The start-up and hot-path shortcuts give what the long way gives (issue 15): the parser kept in
+the user's cache (serq/syntax/larkcache.py) and the first turns' draws a block at a time
+(serq/sim/rng.py FirstTurns)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from simtools import run_samples
+from serq.sim.rng import M64, TWO53, FirstTurns, Streams, block_key, site_exp, site_offset
+from serq.syntax import larkcache
+
+GRAMMAR = """start: item+
+item: NAME "=" NUMBER ";"
+%import common.CNAME -> NAME
+%import common.NUMBER
+%import common.WS
+%ignore WS
+"""
+
+
+def _parser(path, monkeypatch, cache):
+    monkeypatch.setenv("SERQ_CACHE_DIR", str(cache))
+    return larkcache.lalr_parser(path, lexer="contextual", propagate_positions=True)
+
+
+def test_the_parser_cache_is_keyed_on_the_grammar(tmp_path, monkeypatch):
+    g = tmp_path / "g" / "toy.lark"
+    g.parent.mkdir()
+    g.write_text(GRAMMAR)
+    cache = tmp_path / "cache"
+    built = _parser(g, monkeypatch, cache)
+    files = sorted(cache.iterdir())
+    assert len(files) == 1 and files[0].name.startswith("toy-") and files[0].suffix == ".lark"
+    loaded = _parser(g, monkeypatch, cache)  # read back from the file
+    assert loaded.parse("a = 1; b = 2;") == built.parse("a = 1; b = 2;")
+    # an edited grammar never reads the old tables: it builds and keeps its own
+    g.write_text(GRAMMAR.replace('"="', '":"'))
+    edited = _parser(g, monkeypatch, cache)
+    assert len(list(cache.iterdir())) == 2
+    assert edited.parse("a : 1;")
+    with pytest.raises(Exception):
+        edited.parse("a = 1;")
+    # so does a neighbour it may %import (every .lark file beside it is in the key)
+    (g.parent / "other.lark").write_text("X: /x/\n")
+    _parser(g, monkeypatch, cache)
+    assert len(list(cache.iterdir())) == 3
+
+
+def test_a_bad_or_unwritable_cache_is_skipped(tmp_path, monkeypatch):
+    g = tmp_path / "toy.lark"
+    g.write_text(GRAMMAR)
+    cache = tmp_path / "cache"
+    _parser(g, monkeypatch, cache)
+    (f,) = cache.iterdir()
+    f.write_bytes(b"not a parser")  # corrupt: rebuilt, and saved again
+    assert _parser(g, monkeypatch, cache).parse("a = 1;")
+    assert f.read_bytes() != b"not a parser"
+    if os.geteuid() != 0:  # root writes anywhere
+        ro = tmp_path / "ro"
+        ro.mkdir()
+        ro.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        assert _parser(g, monkeypatch, ro / "serq").parse("a = 1;")
+    monkeypatch.setenv("SERQ_CACHE_DIR", "")  # off
+    assert larkcache.cache_dir() is None
+    assert larkcache.lalr_parser(g, lexer="contextual").parse("a = 1;")
+
+
+def test_the_language_parser_from_the_cache_parses_as_built(tmp_path, monkeypatch):
+    from serq.syntax import parser as P
+    from serq.syntax.parser import DepthTree
+    text = (P.GRAMMAR.parent.parent.parent / "examples" / "multi-turn" / "vllm.sq").read_text()
+    opts = dict(lexer="contextual", propagate_positions=True, maybe_placeholders=True, tree_class=DepthTree)
+    monkeypatch.setenv("SERQ_CACHE_DIR", "")
+    built = larkcache.lalr_parser(P.GRAMMAR, **opts)
+    monkeypatch.setenv("SERQ_CACHE_DIR", str(tmp_path))
+    larkcache.lalr_parser(P.GRAMMAR, **opts)
+    loaded = larkcache.lalr_parser(P.GRAMMAR, **opts)
+    assert loaded.parse(text) == built.parse(text)
+
+
+def _one_by_one(streams: Streams, serial: int, j: int) -> tuple[int, float]:
+    """B and turn 1's first uniform of site j, as the generated code computes them without the block."""
+    B = streams.session_turn_base(serial)
+    z = (block_key(B, 1) + site_offset(j)) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return B, ((z ^ (z >> 31)) >> 11) * TWO53
+
+
+def test_first_turns_block_has_the_numbers_of_one_by_one():
+    streams = Streams(123)
+    ft = FirstTurns(streams.turn_tag_key)
+    sites = (0, 1, 7)
+    for j in sites:
+        ft.site(site_offset(j))
+    assert ft.site(site_offset(1)) == 1  # registered once
+    for start in (0, 5000, M64 - 2 * FirstTurns.SIZE):
+        assert ft.fill(start) == 0
+        for i in (0, 1, 511, FirstTurns.SIZE - 1):
+            for k, j in enumerate(sites):
+                B, u = _one_by_one(streams, start + i, j)
+                assert ft.B[i] == B and ft.U[k][i] == u
+    assert ft.fill(10) == -1  # a session before the block: one by one
+    assert ft.fill(M64 - 5) == -1  # no block past 2^64
+
+
+def test_turn_draws_across_blocks_and_later_turns(tmp_path):
+    """Sessions past one block (1024), a first turn after a wait (the block moved on), and later turns
+    draw exactly site_exp of their documented key."""
+    prog = """fn main() {
+  stage svc : fifo;
+  stage pause : delay;
+  workload {
+    arrive poisson(2);
+    turn { Size s = ~exp(1); set more = ~bernoulli(0.3); }
+    session {
+      run pause (cost(pause, serial % 7 == 0 ? 2000 : 0));
+      turn;
+      while (more) { turn; }
+    }
+  }
+  server { observe seen = s; run svc (cost(svc, s / 4)); }
+}
+"""
+    samples = run_samples(prog, tmp_path, seed=5, arrivals=3000)
+    streams = Streams(5)
+    turns: dict = {}
+    late = 0
+    for sess, s in samples["seen"]:
+        turns[sess] = turns.get(sess, 0) + 1
+        assert s == site_exp(streams.turn_key(sess, turns[sess]), 0, 1.0)
+        late += sess % 7 == 0
+    assert len(turns) == 3000 and max(turns.values()) > 1 and late > 100
