@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -191,34 +192,50 @@ def test_a_def_of_statements_counts_where_it_is_called(tmp_path):
 
 
 # ---------------------------------------------------------------- random programs within the limits
+LEAVES = ["now", "1", "2.5", "s", "serial", "inf"]
+
+
 @st.composite
 def expressions(draw, depth: int):
-    if depth <= 1 or draw(st.integers(0, 5)) == 0:
-        return draw(st.sampled_from(["now", "1", "2.5", "s", "serial", "inf"]))
-    sub = expressions(depth - 1)
-    form = draw(st.sampled_from(["bin", "neg", "not", "call", "cond", "paren"]))
-    if form == "bin":
-        return f"({draw(sub)} {draw(st.sampled_from(['+', '-', '*', '/', '%', '<', '==', '&&', '||']))} {draw(sub)})"
-    if form == "neg":
-        return f"-{draw(sub)}"
-    if form == "not":
-        return f"!{draw(sub)}"
-    if form == "call":
-        return f"{draw(st.sampled_from(['min', 'max']))}({draw(sub)}, {draw(sub)})"
-    if form == "cond":
-        return f"({draw(sub)} ? {draw(sub)} : {draw(sub)})"
-    return f"(({draw(sub)}))"
+    """An expression exactly `depth` deep (as the parser counts): a spine of that depth, its side
+    operands leaves."""
+    out = draw(st.sampled_from(LEAVES))
+    for _ in range(depth - 1):
+        form = draw(st.sampled_from(["bin", "bin", "neg", "not", "call", "cond"]))
+        side = draw(st.sampled_from(LEAVES))
+        first = draw(st.booleans())
+        a, b = (out, side) if first else (side, out)
+        if form == "bin":
+            out = f"({a} {draw(st.sampled_from(['+', '-', '*', '/', '%', '<', '==', '&&', '||']))} {b})"
+        elif form == "neg":
+            out = f"-{out}"
+        elif form == "not":
+            out = f"!{out}"
+        elif form == "call":
+            out = f"{draw(st.sampled_from(['min', 'max']))}({a}, {b})"
+        else:
+            out = f"({a} ? {b} : {side})"
+        if draw(st.integers(0, 9)) == 0:
+            out = f"(({out}))"  # parentheses alone are no level
+    return out
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(st.integers(1, L.EXPR_DEPTH).flatmap(expressions))
 def test_any_expression_within_the_limit_runs_or_is_refused_at_run_time(tmp_path, expr):
     # the guarantee of the limit: what it lets through compiles (a run may still fail: a NaN, a guard)
-    path = write(tmp_path, with_set(f"abs({expr}) < 0 ? 0 : 1"), "h.sq")
+    path = write(tmp_path, with_set(expr), "h.sq")
     res = cli("run", path, "--arrivals", "5", "--horizon", "1e4", "--json")
     assert res.exit_code in (0, 1), res.output
     if res.exit_code == 1:
         assert "nesting" not in res.output and ": error: " in res.output, res.output
+
+
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(expressions(L.EXPR_DEPTH + 1))
+def test_any_expression_one_past_the_limit_is_refused(tmp_path, expr):
+    res = cli("check", write(tmp_path, with_set(expr), "h.sq"))
+    assert res.exit_code == 1 and "nesting deeper than 64" in res.output, res.output
 
 
 # ---------------------------------------------------------------- IR
@@ -372,9 +389,30 @@ def _long_run(tmp_path, signals: list[int], gap: float = 0.0):
     p = subprocess.Popen([sys.executable, "-m", "serq.cli", "run", str(REPO / "examples" / "single-turn" / "mm1.sq"),
                           "--horizon", "1e12", "--dump", str(dump)], cwd=str(REPO), env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    # until it is running: the run's dump folder does not exist yet, so wait on the clock and the process
+    # until it is running: the run's dump folder does not exist yet, so wait until the process has
+    # installed its SIGINT and SIGTERM handlers (Linux: SigCgt in /proc), however loaded the machine
     deadline = time.monotonic() + 60
-    time.sleep(1.5)
+    caught = (1 << (signal.SIGINT - 1)) | (1 << (signal.SIGTERM - 1))
+    status = Path(f"/proc/{p.pid}/status")
+    while time.monotonic() < deadline and p.poll() is None:
+        if status.exists():
+            mask = next((int(line.split()[1], 16) for line in status.read_text().splitlines()
+                         if line.startswith("SigCgt:")), 0)
+            if mask & caught == caught:
+                break
+        else:
+            time.sleep(1.5)
+            break
+        time.sleep(0.05)
+    # and into the run's loop: linking and compiling take well under 2 s of CPU; wait until the process
+    # has used 2.5 s (/proc/PID/stat utime + stime, in clock ticks)
+    stat = Path(f"/proc/{p.pid}/stat")
+    tick = os.sysconf("SC_CLK_TCK")
+    while time.monotonic() < deadline and p.poll() is None and stat.exists():
+        fields = stat.read_text().rsplit(")", 1)[1].split()
+        if (int(fields[11]) + int(fields[12])) / tick >= 2.5:
+            break
+        time.sleep(0.05)
     assert p.poll() is None, p.communicate()
     for s in signals:
         p.send_signal(s)

@@ -37,7 +37,8 @@ class TooDeep(Exception):
         else:
             what, limit = f"blocks nest at most {L.BLOCK_DEPTH} deep", L.BLOCK_DEPTH
             hint = " (a branch, while, loop, fork or hold body is a level)"
-        e = L.nesting_error(what, limit, A.Span(path, self.line, self.col), hint)
+        line, col = (self.line, self.col) if self.line > 0 else (1, 1)  # a node with nothing positioned in it
+        e = L.nesting_error(what, limit, A.Span(path, line, col), hint)
         e.kind = kind
         return e
 
