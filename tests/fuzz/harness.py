@@ -63,8 +63,9 @@ class Outcome:
 
 
 class _Timeout(BaseException):
-    """Raised by SIGALRM in the middle of a command that overran its bound (not an Exception,
-    so that no handler of serq's takes it for one of its own)."""
+    """Raised by SIGPROF in the middle of a command that overran its bound of CPU time (not an
+    Exception, so that no handler of serq's takes it for one of its own). CPU time, not the
+    clock's: a machine busy with other work makes no case a hang."""
 
 
 def _alarm(signum, frame):
@@ -184,19 +185,19 @@ def run_in_process(args: list[str], bound: float = TIME_BOUND) -> tuple[int | No
 
     from serq.cli import main
     runner = CliRunner()
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.setitimer(signal.ITIMER_REAL, bound)
+    old = signal.signal(signal.SIGPROF, _alarm)
+    signal.setitimer(signal.ITIMER_PROF, bound)
     t0 = time.perf_counter()
     timed_out = False
     try:
         try:
             res = runner.invoke(main, args, catch_exceptions=True)
         finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
+            signal.setitimer(signal.ITIMER_PROF, 0)
     except _Timeout:
         return None, "", "", None, True, time.perf_counter() - t0
     finally:
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old)
     exc = res.exception
     if isinstance(exc, _Timeout):
         timed_out = True
@@ -212,12 +213,17 @@ def run_subprocess(args: list[str], bound: float = TIME_BOUND) -> tuple[int | No
     env = dict(os.environ)
     env.pop("SERQ_DEBUG", None)
     t0 = time.perf_counter()
+
+    def cpu_bound():  # the same bound, of CPU time: SIGXCPU past it (the clock's bound is a backstop)
+        import resource
+        resource.setrlimit(resource.RLIMIT_CPU, (int(bound) + 1, int(bound) + 2))
     try:
-        p = subprocess.run([sys.executable, "-m", "serq.cli", *args], capture_output=True, timeout=bound + 5,
-                           env=env, cwd=str(REPO))
+        p = subprocess.run([sys.executable, "-m", "serq.cli", *args], capture_output=True, timeout=6 * bound + 30,
+                           env=env, cwd=str(REPO), preexec_fn=cpu_bound)
     except subprocess.TimeoutExpired:
         return None, "", "", None, True, time.perf_counter() - t0
-    return p.returncode, _text(p.stdout), _text(p.stderr), None, False, time.perf_counter() - t0
+    timed_out = p.returncode in (-signal.SIGXCPU, -signal.SIGKILL)
+    return p.returncode, _text(p.stdout), _text(p.stderr), None, timed_out, time.perf_counter() - t0
 
 
 def run_case(case: Case, ws: Workspace, subprocess_too: bool = False) -> list[Outcome]:
