@@ -505,6 +505,38 @@ def _check_patterns(result: Sweep) -> None:
             raise SerqError(f"--metric {p}: no such metric; the metrics are: {', '.join(every)}", None, "usage")
 
 
+class _CtrlC:
+    """Ctrl-C while worker pools run: the handler only notes it, and the loop that waits on the
+    pool asks `pressed` between waits. A KeyboardInterrupt raised inside concurrent.futures'
+    `wait` can leave a future's lock held, and the executor's own thread then hangs the exit."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+        self._previous = None
+
+    def __enter__(self) -> "_CtrlC":
+        try:
+            self._previous = signal.signal(signal.SIGINT, self._note)
+        except ValueError:  # not the main thread: the signal is not ours to take
+            self._previous = None
+        return self
+
+    def _note(self, signum, frame) -> None:
+        self.pressed = True
+
+    def restore(self) -> None:
+        """From here a Ctrl-C is a KeyboardInterrupt again (a second one during the clean-up)."""
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+            self._previous = None
+
+    def __exit__(self, *exc) -> None:
+        self.restore()
+
+
+_POLL_SECONDS = 0.1  # how soon a Ctrl-C is seen while every worker is busy
+
+
 def _run_local(tasks, programs, seeds, base_dir, jobs, finished) -> None:
     jobs = max(1, min(jobs or os.cpu_count() or 1, len(tasks)))
     if jobs == 1:
@@ -513,21 +545,25 @@ def _run_local(tasks, programs, seeds, base_dir, jobs, finished) -> None:
         return
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
     pool = ProcessPoolExecutor(max_workers=jobs, initializer=_worker_init, initargs=(programs, base_dir))
-    try:
-        running = {pool.submit(_worker_task, pi, seeds[si]): (pi, si) for pi, si in tasks}
-        while running:
-            done, _ = wait(list(running), return_when=FIRST_COMPLETED)
-            for f in sorted(done, key=lambda f: running[f]):
-                finished(running.pop(f), f.result())
-    except BaseException:
-        # Ctrl-C (or a failure): drop what has not started and end the workers now
-        procs = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
-        pool.shutdown(wait=False, cancel_futures=True)
-        for proc in procs:
-            proc.terminate()
-        for proc in procs:
-            proc.join(timeout=5)
-        raise
+    with _CtrlC() as ctrl_c:
+        try:
+            running = {pool.submit(_worker_task, pi, seeds[si]): (pi, si) for pi, si in tasks}
+            while running:
+                if ctrl_c.pressed:
+                    raise KeyboardInterrupt
+                done, _ = wait(list(running), timeout=_POLL_SECONDS, return_when=FIRST_COMPLETED)
+                for f in sorted(done, key=lambda f: running[f]):
+                    finished(running.pop(f), f.result())
+        except BaseException:
+            # Ctrl-C (or a failure): drop what has not started and end the workers now
+            ctrl_c.restore()
+            procs = list((getattr(pool, "_processes", None) or {}).values())  # no public way before Python 3.14
+            pool.shutdown(wait=False, cancel_futures=True)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.join(timeout=5)
+            raise
     pool.shutdown(wait=True)
 
 
@@ -554,15 +590,19 @@ def _run_ray(tasks, programs, seeds, base_dir, address, jobs, finished) -> None:
         task = ray.remote(num_cpus=1)(run_task)
         refs = [ray.put(p) for p in programs]  # the IR once per grid point
         pending = {task.remote(refs[pi], seeds[si], base_dir): (pi, si) for pi, si in tasks}
-        try:
-            while pending:
-                ready, _ = ray.wait(list(pending), num_returns=1)
-                for r in ready:
-                    finished(pending.pop(r), ray.get(r))
-        except BaseException:
-            for r in pending:
-                ray.cancel(r, force=True)
-            raise
+        with _CtrlC() as ctrl_c:
+            try:
+                while pending:
+                    if ctrl_c.pressed:
+                        raise KeyboardInterrupt
+                    ready, _ = ray.wait(list(pending), num_returns=1, timeout=_POLL_SECONDS)
+                    for r in ready:
+                        finished(pending.pop(r), ray.get(r))
+            except BaseException:
+                ctrl_c.restore()
+                for r in pending:
+                    ray.cancel(r, force=True)
+                raise
     finally:
         if started:
             ray.shutdown()
