@@ -30,18 +30,20 @@ def _declared() -> dict[str, set[str]]:
             "scripts": runtime}
 
 
+def _absolute_imports(tree: ast.AST):
+    """Each `import m` / `from m import …` (not relative) in the tree: (the node, the modules named)."""
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            yield node, [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            yield node, [node.module]
+
+
 def _imports(folder: str) -> dict[str, str]:
     """Third-party top-level modules imported under `folder` -> a file that imports it."""
     found: dict[str, str] = {}
     for path in sorted((REPO / folder).rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                mods = [node.module]
-            else:
-                continue
+        for node, mods in _absolute_imports(ast.parse(path.read_text(encoding="utf-8"))):
             for m in mods:
                 top = m.split(".")[0]
                 sibling = (REPO / folder / f"{top}.py").exists()  # benchmarks/run_all.py imports memory.py
@@ -54,15 +56,19 @@ def _imports(folder: str) -> dict[str, str]:
 FEATURE_EXTRAS = ("plot", "ray", "parquet", "pandas")
 
 
-def _optional() -> set[str]:
+def _feature_distributions() -> dict[str, set[str]]:
+    """Each feature extra -> the distributions it brings (names as pyproject writes them, lowercased)."""
     extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"].get("optional-dependencies", {})
-    return {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for e in FEATURE_EXTRAS for r in extras.get(e, [])}
+    return {e: {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in extras.get(e, [])}
+            for e in FEATURE_EXTRAS}
+
+
+def _optional() -> set[str]:
+    return set().union(*_feature_distributions().values())
 
 
 def _extra_of(dist: str) -> str:
-    extras = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]
-    return next(e for e in FEATURE_EXTRAS
-                if dist in {re.split(r"[<>=!~\[; ]", r, maxsplit=1)[0].lower() for r in extras.get(e, [])})
+    return next(e for e, dists in _feature_distributions().items() if dist in dists)
 
 
 def _catches_import_error(handler: ast.ExceptHandler) -> bool:
@@ -79,13 +85,7 @@ def test_an_optional_import_is_inside_a_function_and_says_what_to_install():
     for path in sorted((REPO / "serq").rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                mods = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                mods = [node.module]
-            else:
-                continue
+        for node, mods in _absolute_imports(tree):
             for m in mods:
                 dist = DISTRIBUTION.get(m.split(".")[0], m.split(".")[0]).lower()
                 if dist not in optional:

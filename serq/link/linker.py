@@ -231,14 +231,15 @@ class Linker:
                 or name in self.assigned_names or name in C.FUNCTIONS
                 or name in C.POOL_OBSERVABLES or name in C.STAGE_OBSERVABLES)
 
-    def _check_not_supplied(self, name: str, what: str, span: A.Span) -> None:
+    def _check_not_supplied(self, name: str, what: str, span: A.Span, functions: bool = True) -> None:
+        """Refuse a name the language supplies; with `functions=False` (a def, which in its program is
+        the meaning of the name) a catalogue function's name is free, `cost`, which is syntax, not."""
         if name in C.RESERVED_CONTEXT or name in C.SUPPLIED_NAMES:
             raise _err(f"{what} may not be named `{name}`: the language supplies that name", span)
         if name in C.BUILTIN_ATTRIBUTES or name in C.TRACE_ATTRIBUTES:
             raise _err(f"{what} may not be named `{name}`: it is a built-in session attribute", span)
-        if what == "a def" and name != "cost":
-            return  # a def may take a catalogue function's name: in its program it is that name's meaning
-        if name in C.FUNCTIONS or name in C.POOL_OBSERVABLES or name in C.STAGE_OBSERVABLES or name == "cost":
+        if name == "cost" or (functions and (name in C.FUNCTIONS or name in C.POOL_OBSERVABLES
+                                             or name in C.STAGE_OBSERVABLES)):
             raise _err(f"{what} may not be named `{name}`: it is a function of the language", span)
 
     _ARTICLE = {"let": "a let", "input": "an input", "def": "a def", "pool": "a pool", "stage": "a stage",
@@ -246,7 +247,7 @@ class Linker:
                 "binding": "an `at admission` binding", "parameter": "a parameter"}
 
     def _declare(self, name: str, kind: str, span: A.Span) -> None:
-        self._check_not_supplied(name, self._ARTICLE[kind], span)
+        self._check_not_supplied(name, self._ARTICLE[kind], span, functions=kind != "def")
         prior = self.decls.get(name)
         if prior is not None:
             if prior.kind == kind:
@@ -1157,7 +1158,7 @@ class Linker:
         first = s.pools[0].pool.name if s.pools else None
         self.header_engine = self.pools[first].admit_via if first in self.pools else None
         try:
-            pools, keys, header_attrs, reuse = self._hold_header(s, names)
+            pools, keys, header_attrs, reuse = self._hold_header(s)
         finally:
             self.header_engine = None
         for name, span in header_attrs:
@@ -1165,9 +1166,40 @@ class Linker:
         needed = {p.pool.pool for p in pools}
         preemptible = scope.preemptible or any(
             isinstance(self.pools[p.pool.pool].preempt, ir.PreemptBy) for p in pools)
-        return self._hold_rest(s, scope, pools, keys, reuse, needed, preemptible)
+        inner = scope.inner(holds=scope.holds + [(k, None, s) for k in keys], preemptible=preemptible)
+        if s.cache is None:
+            for n in _stmt_refs(s.body):
+                if n.is_bare and n.name == "cached":
+                    raise _err("this hold has no `cache`, so `cached` is 0 in its body: a hold without cache "
+                               "leaves the prefix alone (write `cache (…)` to take part in the prefix cache)", n.span)
+        index_attrs = {a for hp in pools if hp.pool.index is not None for a in _ir_attrs(hp.pool.index)}
+        if index_attrs:
+            for st in A.walk_stmts(s.body):
+                target = (st.target.name if isinstance(st, A.Set) else st.name if isinstance(st, A.Choose) else None)
+                if target in index_attrs:
+                    raise _err(f"the hold's body changes `{target}`, which the hold's index reads: "
+                               "the index must name one member throughout", st.span)
+        body = self._block(s.body, inner)
+        cache = None
+        if s.cache is not None:
+            cache, ct = self._expr(s.cache, M.HOLD_CACHE)
+            self._amount_type(ct, needed, "the cache of the hold", s.cache.span)
+            self._check_amount(cache, "the cache of the hold", s.cache.span)
+        lease = None
+        if s.lease is not None:
+            lref = self._pool_ref(s.lease[0], M.LEASE)
+            if _ref_key(lref) not in keys:
+                raise _err(f"`lease {_show_ref(s.lease[0])}` names a pool this hold does not hold", s.lease[0].span)
+            duration, dt = self._expr(s.lease[1], M.LEASE)
+            self._numeric(dt, "a lease's duration (seconds)", s.lease[1].span)
+            self._check_amount(duration, "a lease's duration", s.lease[1].span)
+            lease = ir.Lease(pool=lref, duration=duration)
+            self.lease_pools.add(_ref_key(lref))
+        return ir.HoldStmt(pools=pools, reuse=reuse, body=body, cache=cache, lease=lease)
 
-    def _hold_header(self, s: A.Hold, names: str):
+    def _hold_header(self, s: A.Hold):
+        """The header (read at admission): each pool's units and reserve, the reuse; the pool keys and
+        the attributes the header reads."""
         pools: list[ir.HoldPool] = []
         keys: list[tuple] = []
         header_attrs: list[tuple[str, A.Span]] = []
@@ -1203,38 +1235,6 @@ class Linker:
             self._check_amount(reuse, "the reuse of the hold", s.reuse.span)
             header_attrs.extend(_attrs_read(s.reuse))
         return pools, keys, header_attrs, reuse
-
-    def _hold_rest(self, s: A.Hold, scope: StmtScope, pools, keys, reuse, needed, preemptible) -> ir.HoldStmt:
-        inner = scope.inner(holds=scope.holds + [(k, None, s) for k in keys], preemptible=preemptible)
-        if s.cache is None:
-            for n in _stmt_refs(s.body):
-                if n.is_bare and n.name == "cached":
-                    raise _err("this hold has no `cache`, so `cached` is 0 in its body: a hold without cache "
-                               "leaves the prefix alone (write `cache (…)` to take part in the prefix cache)", n.span)
-        index_attrs = {a for hp in pools if hp.pool.index is not None for a in _ir_attrs(hp.pool.index)}
-        if index_attrs:
-            for st in A.walk_stmts(s.body):
-                target = (st.target.name if isinstance(st, A.Set) else st.name if isinstance(st, A.Choose) else None)
-                if target in index_attrs:
-                    raise _err(f"the hold's body changes `{target}`, which the hold's index reads: "
-                               "the index must name one member throughout", st.span)
-        body = self._block(s.body, inner)
-        cache = None
-        if s.cache is not None:
-            cache, ct = self._expr(s.cache, M.HOLD_CACHE)
-            self._amount_type(ct, needed, "the cache of the hold", s.cache.span)
-            self._check_amount(cache, "the cache of the hold", s.cache.span)
-        lease = None
-        if s.lease is not None:
-            lref = self._pool_ref(s.lease[0], M.LEASE)
-            if _ref_key(lref) not in keys:
-                raise _err(f"`lease {_show_ref(s.lease[0])}` names a pool this hold does not hold", s.lease[0].span)
-            duration, dt = self._expr(s.lease[1], M.LEASE)
-            self._numeric(dt, "a lease's duration (seconds)", s.lease[1].span)
-            self._check_amount(duration, "a lease's duration", s.lease[1].span)
-            lease = ir.Lease(pool=lref, duration=duration)
-            self.lease_pools.add(_ref_key(lref))
-        return ir.HoldStmt(pools=pools, reuse=reuse, body=body, cache=cache, lease=lease)
 
     def _check_index_reads(self, index: ir.Expr, ref: A.Ref) -> None:
         for n in ir.walk(index):

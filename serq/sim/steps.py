@@ -474,19 +474,21 @@ class StepStage(StageMember):
                 if a is not None:
                     t = a.pos + 1.0
                     m = a.member
+                    # the decode's KV once its token is written, in whole blocks (_kv_decode): also
+                    # what its hold grows to when the token is past its allocation
+                    kv = m.up(t)
                     if t > a.units:
                         self.budget = budget
                         self._add_decodes(n, kvd)
                         n = kvd = 0.0
-                        ok = self.grow(J, a, m, t, m.up(t))
+                        ok = self.grow(J, a, m, t, kv)
                         budget = self.budget
                         if not ok:
                             if self.stop_serve:
                                 return
                             continue
                     a.req = t
-                    # the decode's KV once its token is written, in whole blocks (_kv_decode)
-                    kvd += m.up(t)
+                    kvd += kv
                 J.sched = 1.0
                 budget -= 1.0
                 append(J)
