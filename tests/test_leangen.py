@@ -10,6 +10,7 @@ import pytest
 
 from helpers import REPO
 from serq.errors import SerqError
+from serq.ir import models as ir
 from serq.leangen.fragment import fragment, render_program
 from serq.leangen.oracle_lean import instance_ir
 from serq.link import link_file
@@ -134,7 +135,6 @@ def test_lean_record_mirrors_what_claims_read_of_an_iteration():
     """Lean's `Record` is the interpreter's IterationRecord restricted to the natural-number
     attributes of the fragment; every one is a context variable of the IR (what claims read)."""
     import typing
-    from serq.ir import models as ir
     from serq.sim.steps import IterationRecord
     lean = _lean_structure_fields("Record")
     assert lean[0] == "start"
@@ -157,3 +157,104 @@ def test_lean_outcome_and_record_rows_have_the_drt_observations_shape():
     assert _lean_structure_fields("Outcome") == ["sid", "turn", "first", "last", "preemptions", "cached"]
     assert {len(o) for o in observed.outcomes} == {6}
     assert {len(r) for r in observed.records} == {len(_lean_structure_fields("Record"))}
+
+
+# ------------------------------------------------------- the kernel fragment (Serq.Kernel)
+SCRIPTED = REPO / "examples" / "multi-turn" / "scripted_agent.sq"
+
+# examples/multi-turn/scripted_agent.sq by hand: session s starts with context 100 (s + 1); a turn's
+# model run takes floor(context / 100) * 2, a tool call 1 + s, and context grows by 50 a step
+SCRIPTED_ANSWERS = {
+    0: [(0, 1, 0, 2), (0, 2, 3, 5), (0, 3, 6, 10), (0, 4, 11, 15)],
+    1: [(1, 1, 0, 4), (1, 2, 6, 10), (1, 3, 12, 18), (1, 4, 20, 26)],
+    2: [(2, 1, 0, 6), (2, 2, 9, 15), (2, 3, 18, 26), (2, 4, 29, 37)],
+}
+
+
+def test_kernel_export_of_a_delay_program():
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    r = CliRunner().invoke(main, ["lean", "export", str(SCRIPTED)])
+    assert r.exit_code == 0, r.output
+    assert "public import Serq.Kernel" in r.output
+    assert "def program : Serq.Kernel.Program where" in r.output
+    # the IR's statements, one for one: the tool call's work, the grown context, the model's floor division
+    assert ".run 1 (.bin .add (.num 1) (.attr 3))" in r.output
+    assert ".run 0 (.bin .mul (.floorDiv (.attr 2) 100) (.num 2))" in r.output
+    assert "sessions := 3" in r.output
+
+
+def test_kernel_recorded_run_is_the_hand_computed_one():
+    from serq.leangen.kernel import kernel_program, recorded
+    program = link_file(SCRIPTED)
+    kp = kernel_program(program, SCRIPTED.parent)
+    sessions = recorded(program, kp)
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == SCRIPTED_ANSWERS
+    # prompt_tokens (observation 0) of session 2: 300, 350, 400, 450, each when its turn is answered
+    assert [(t, time, v) for _, t, k, time, v in sessions[2].observations if k == 0] == [
+        (1, 6, 300), (2, 15, 350), (3, 26, 400), (4, 37, 450)]
+
+
+@pytest.mark.parametrize("source, where, what", [
+    ("stage s : fifo;", "3:3", "stage `s` is `fifo(1)`"),
+    ("stage s : ps(2);", "3:3", "stage `s` is `ps(…)`"),
+])
+def test_kernel_export_refuses_what_is_outside_at_its_location(tmp_path, source, where, what):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f = tmp_path / "p.sq"
+    f.write_text("fn main() {\n  stage d : delay;\n  " + source + "\n  workload { arrive batch(1); }\n"
+                 "  server { run s (cost(s, 1)); }\n}\n")
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 1
+    assert f"p.sq:{where}: error: outside the Lean kernel fragment: {what}" in r.output
+
+
+@pytest.mark.parametrize("server, where, what", [
+    ("observe x = ~exp(1);", "4:12", "a draw `~exp(…)`"),
+    ("observe x = now / 2;", "4:12", "`/` outside `floor(a / d)`"),
+    ("observe x = floor(now / serial);", "4:12", "a division or `%` by what is not a positive whole constant"),
+    ("observe x = now - 1.5;", "4:12", "the number 1.5"),
+])
+def test_kernel_export_refuses_an_expression_at_its_statement(tmp_path, server, where, what):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f = tmp_path / "p.sq"
+    f.write_text("fn main() {\n  stage d : delay;\n  workload { arrive batch(1); }\n  server { " + server + " }\n}\n")
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 1, r.output
+    assert f"p.sq:{where}: error: outside the Lean kernel fragment: {what}" in r.output
+
+
+def test_kernel_binops_are_the_irs():
+    """Serq.Kernel.BinOp has one constructor per IR binary operator but `div` (floorDiv only)."""
+    import re
+    import typing
+
+    from serq.leangen.kernel import BINOPS
+    text = (REPO / "lean" / "Serq" / "Kernel.lean").read_text()
+    m = re.search(r"inductive BinOp where\n  \| (.*)\n", text)
+    lean_ctors = [c.strip() for c in m.group(1).split("|")]
+    ir_ops = [op for op in typing.get_args(ir.BinaryOp) if op != "div"]
+    assert sorted(BINOPS) == sorted(ir_ops)
+    assert sorted(BINOPS.values()) == sorted(lean_ctors)
+
+
+@pytest.mark.lean
+def test_exported_kernel_program_runs_in_lean_as_computed_by_hand(tmp_path: Path):
+    """The exported module elaborates, and the Lean interpreter's run of it is the hand-computed one."""
+    from serq.leangen.build import compile_file
+    from serq.leangen.kernel import kernel_program, render_kernel_module
+    program = link_file(SCRIPTED)
+    text = render_kernel_module(kernel_program(program, SCRIPTED.parent), "Serq.Programs.Scripted")
+    answers = ", ".join(f"⟨{a}, {b}, {c}, {d}⟩" for a, b, c, d in reversed(SCRIPTED_ANSWERS[2]))
+    text = text.replace("end Serq.Programs.Scripted", (
+        f"theorem session_two : (runSession program 1000 2).answers = [{answers}] := by\n"
+        "  decide +kernel\n\nend Serq.Programs.Scripted"))
+    f = tmp_path / "Scripted.lean"
+    f.write_text(text)
+    r = compile_file(f)
+    assert r.ok, [d.message for d in r.diagnostics]

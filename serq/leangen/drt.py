@@ -113,7 +113,8 @@ def fuel_for(case: Case, observed: Observed) -> int:
     return 4 * (max(last, first_arrival) + 10 + len(observed.records))
 
 
-def _ident(i: int) -> str:
+def case_ident(i: int) -> str:
+    """A case's namespace in a batch (`_case_at` finds it back from a diagnostic's line)."""
     return f"c{i}"
 
 
@@ -121,7 +122,7 @@ def render_batch(items: list[tuple[int, Case, Observed]], title: str) -> str:
     rendered = []
     for i, case, obs in items:
         rendered.append({
-            "ident": _ident(i),
+            "ident": case_ident(i),
             "program": FragmentProgram(case.engine, [(a, list(ts)) for a, ts in case.sessions]),
             "expected": list(obs.outcomes),
             "records": list(obs.records),
@@ -144,10 +145,13 @@ MAX_BATCH = 500
 
 
 def check_in_lean(items: list[tuple[int, Case, Observed]], *, batch_size: int | None = None, jobs: int = 2,
-                  folder: Path | None = None) -> list[Divergence]:
+                  folder: Path | None = None, render=None) -> list[Divergence]:
     """Check every case's theorem; the cases whose theorem does not hold. By default the cases are
-    split evenly over `jobs` processes (at most MAX_BATCH each)."""
+    split evenly over `jobs` processes (at most MAX_BATCH each). `render(batch, title)` writes a
+    batch's Lean file (default: `render_batch`, the engine model's; serq.leangen.kernel_drt has the
+    kernel's), one `namespace c<id>` per case."""
     from serq.leangen.build import compile_files
+    render = render or render_batch
     folder = folder or Path(tempfile.mkdtemp(prefix="serq-drt-lean-"))
     if batch_size is None:
         batch_size = min(MAX_BATCH, max(1, -(-len(items) // jobs)))
@@ -155,7 +159,7 @@ def check_in_lean(items: list[tuple[int, Case, Observed]], *, batch_size: int | 
     files = []
     for n, batch in enumerate(batches):
         path = folder / f"Drt{n}.lean"
-        path.write_text(render_batch(batch, f"differential batch {n}"))
+        path.write_text(render(batch, f"differential batch {n}"))
         files.append(path)
     results = compile_files(files, jobs=jobs)
     by_id = {i: (case, obs) for i, case, obs in items}

@@ -16,17 +16,24 @@ import click
               help="An instance file of inputs (and settings): F.sq or F.json (docs/language.md).")
 @click.option("--namespace", help="The Lean namespace (default: Serq.Programs.<file name>).")
 def export(file, extra, sets, instance, namespace) -> None:
-    """Print FILE as a Lean module of the model's program type (Serq.Exec); refuse, with the
-    construct's location, a program outside the fragment."""
+    """Print FILE as a Lean module: a program with a step engine as the engine model's value
+    (Serq.Exec), any other as its kernel IR's (Serq.Kernel); refuse, with the construct's
+    location, a program outside both fragments."""
     from serq.cli import guarded, link_program
 
     @guarded
     def body() -> None:
-        from serq.leangen.fragment import fragment, render_program
         program, _ = link_program(file, sets, instance, extra)
         stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(file).stem)
         ns = namespace or f"Serq.Programs.{stem}"
-        click.echo(render_program(fragment(program, Path(file).parent), ns), nl=False)
+        base = Path(file).parent
+        if any(s.service.kind == "step" for s in program.stages):
+            from serq.leangen.fragment import fragment, render_program
+            text = render_program(fragment(program, base), ns)
+        else:
+            from serq.leangen.kernel import kernel_program, render_kernel_module
+            text = render_kernel_module(kernel_program(program, base), ns)
+        click.echo(text, nl=False)
 
     body()
 

@@ -560,11 +560,12 @@ class ProgramCompiler:
         emit(ind, "S.t0 = E.now")
         emit(ind, "S.in_turn = True")
         emit(ind, "E.turns_started += 1")
-        if self.engine.has_steps:
+        logs = self.engine.turn_log is not None  # the general form keeps the turn log
+        if self.engine.has_steps or logs:
             emit(ind, "E.turn_start(S)")
         self.block(self.program.server, _Ctx(side="server", stream=ctx.stream), ind)
         resp = self.engine.client_response
-        if self.engine.has_steps or resp.meta:
+        if self.engine.has_steps or resp.meta or logs:
             emit(ind, "E.answer(S)")
         else:  # the client's response, recorded inline (E.answer is the general form)
             append = self.mod.bind("_resp_append_", resp.values.append)

@@ -143,7 +143,11 @@ def forget_itself(S: Thread) -> None:
 
 class Engine:
     def __init__(self, program: ir.Program, *, seed: int, horizon: float, warmup: float,
-                 arrivals: int | None, base_dir=None, keep_samples: bool = False, progress=None) -> None:
+                 arrivals: int | None, base_dir=None, keep_samples: bool = False, progress=None,
+                 log_turns: bool = False) -> None:
+        """`log_turns`: keep every turn's outcome (`turn_log`) and every observation (`observe_log`),
+        for the comparisons of serq.sim.oracle_run and the differential tests; a run's memory then
+        grows with its turns."""
         from serq.sim.build import build
         self.program = program
         self.seed = seed
@@ -185,8 +189,11 @@ class Engine:
         self.arrivals_open = True
         self.interrupted = False
         self.notes: list[str] = []
-        self.turn_log: dict | None = None  # (session, turn) -> what an engine did (serq.sim.oracle_run)
-        self.open_turns: dict | None = None  # with turn_log: (session, turn) -> the session, until answered
+        # (session, turn) -> how the turn ended and what an engine did for it (serq.sim.oracle_run)
+        self.turn_log: dict | None = {} if log_turns else None
+        self.open_turns: dict | None = {} if log_turns else None  # (session, turn) -> the session, until answered
+        # (serial, turn_no, observe index, time, value) of every observation, in the order made
+        self.observe_log: list | None = [] if log_turns else None
         build(self)
 
     # ================================================================ the loop
@@ -635,7 +642,7 @@ class Engine:
         self.open_turns.pop(key, None)
         self.turn_log[key] = (S.first_start, S.last_start, S.turn_pre,
                               S.turn_cached if S.turn_cached is not None else 0.0, S.first_token,
-                              self.now if ended == "answered" else None, ended)
+                              self.now if ended == "answered" else None, ended, S.t0)
 
     def prefill_token(self, S: Thread, t0: float, t1: float) -> None:
         """A prefill that completed at t1 (its iteration started at t0) sampled a token: the turn's
@@ -690,7 +697,10 @@ class Engine:
             self.resp_all.append(now - S.t0)
 
     def observe(self, idx: int, v: float, T: Thread) -> None:
-        self.observes[idx].record(v, self.now, T.sess, self.warmup)
+        S = T.sess
+        self.observes[idx].record(v, self.now, S, self.warmup)
+        if self.observe_log is not None:
+            self.observe_log.append((S.serial, S.turns, idx, self.now, v))
 
     def trace_turn(self, T: Thread) -> None:
         self.trace.turn(self, T)

@@ -49,6 +49,7 @@ class TurnOutcome:
     ttft: float | None  # the time of the first token (the end of the iteration that sampled it)
     answer: float | None  # the time the turn was answered (None: it was not)
     ended: str = "answered"  # or: rejected, refused, waiting, running, waiting to grow, stuck (at the run's end)
+    start: float | None = None  # the time the turn was submitted (after the workload's turn block)
 
 
 @dataclass
@@ -90,14 +91,13 @@ def run_program(program, base_dir=None, *, stage: str | None = None, member: int
 
     _check_settings(program, seed, horizon, 0.0, None)
     try:
-        E = Engine(program, seed=seed, horizon=horizon, warmup=0.0, arrivals=None, base_dir=base_dir)
+        E = Engine(program, seed=seed, horizon=horizon, warmup=0.0, arrivals=None, base_dir=base_dir,
+                   log_turns=True)
     except Exception as e:  # a construct the interpreter refuses
         from serq.sim.compile import CompileError
         if isinstance(e, CompileError):
             raise SerqError(f"serq run: {e.message}", None, "run") from None
         raise
-    E.turn_log = {}
-    E.open_turns = {}
     records: list = []
     steps = [m for m in E.step_stages if stage is None or m.name == stage]
     if stage is not None and not steps:
@@ -113,7 +113,7 @@ def run_program(program, base_dir=None, *, stage: str | None = None, member: int
         raise e.to_serq() from None
     for S in list(E.open_turns.values()):  # the turns still open when the run ended: say where they stand
         E.log_turn(S, _standing(S))
-    turns = {key: TurnOutcome(v[0], v[1], int(v[2]), float(v[3]), v[4], v[5], v[6])
+    turns = {key: TurnOutcome(v[0], v[1], int(v[2]), float(v[3]), v[4], v[5], v[6], v[7])
              for key, v in E.turn_log.items()}
     return ProgramRun(turns, records, make_report(E), E)
 

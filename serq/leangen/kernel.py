@@ -1,0 +1,304 @@
+"""The kernel fragment: a program's Lean value (`Serq.Kernel.Program`, lean/Serq/Kernel.lean) read
+off its IR, and what the Python interpreter recorded of its run, as `Serq.Kernel.agrees` reads it.
+
+`kernel_program(program, base)` checks that every construct of the IR is in the fragment (refusing
+the first that is not, at its statement's `file:line:col`) and lowers the IR to `KernelProgram`, a
+tree of `LExpr`/`LStmt` nodes that the Jinja templates print as Lean terms. `recorded(program)` runs
+the program with the reference interpreter and keeps, per session, the turns it answered and the
+observations it made, in the form of `Serq.Kernel.Expected`.
+
+The fragment (docs/lean.md, "The kernel fragment"): natural numbers; constants, attributes, `now`,
+`!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)` and `a % d` for a
+positive constant `d`; the statements turn, set, observe, branch, while, loop, end and run on a
+delay stage; `arrive batch(N)`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from serq.errors import SerqError
+from serq.ir import models as ir
+from serq.syntax.ast import Span
+
+#: The IR's binary operators as Lean's `Serq.Kernel.BinOp` names them (`div` is `floorDiv` only).
+BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "ne": "ne", "lt": "lt",
+          "le": "le", "gt": "gt", "ge": "ge", "and": "and", "or": "or"}
+
+#: The kernel fragment's statements, by IR kind.
+STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run")
+
+#: What the next increments of issue 13 bring (said when a program needs it).
+_LATER = "the kernel fragment has delay stages only so far (pools, fifo(c) and step engines come next)"
+
+
+@dataclass(frozen=True)
+class LExpr:
+    """A Lean `Serq.Kernel.Expr` term: its constructor and arguments (numbers, names, subterms)."""
+
+    ctor: str
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class LStmt:
+    """A Lean `Serq.Kernel.Stmt` term. `blocks` are its statement lists (branch: yes, no)."""
+
+    ctor: str
+    args: tuple = ()
+    blocks: tuple[tuple["LStmt", ...], ...] = ()
+
+
+@dataclass
+class KernelProgram:
+    attributes: list[str]
+    observes: list[str]  # the observe names, by first appearance: Lean's observation names are indices
+    stages: list[str]
+    serial_at: int
+    turn_no_at: int
+    init: list[LStmt]
+    turn_block: list[LStmt]
+    session: list[LStmt]
+    server: list[LStmt]
+    sessions: int
+    source: str = ""
+    notes: list[str] = field(default_factory=list)
+
+
+def _outside(what: str, loc: ir.Loc | None, base: Path) -> SerqError:
+    span = Span(str(base / loc.file), loc.line, loc.col) if loc is not None else None
+    return SerqError(f"outside the Lean kernel fragment: {what}", span, "lean")
+
+
+def kernel_program(program: ir.Program, base: Path) -> KernelProgram:
+    """The program's Lean value, or the refusal of its first construct outside the fragment."""
+    return _Lowering(program, base).program()
+
+
+class _Lowering:
+    def __init__(self, program: ir.Program, base: Path) -> None:
+        self.p = program
+        self.base = base
+        self.attrs = [a.name for a in program.attributes]
+        self.attr_at = {n: i for i, n in enumerate(self.attrs)}
+        self.stages = [s.name for s in program.stages]
+        self.observes: list[str] = []
+
+    def program(self) -> KernelProgram:
+        p, base = self.p, self.base
+        for pool in p.pools:
+            raise _outside(f"pool `{pool.name}`: {_LATER}", pool.at, base)
+        for stage in p.stages:
+            svc = stage.service
+            if not (isinstance(svc, ir.Ps) and isinstance(svc.capacity, ir.Ctx) and svc.capacity.var == "present"):
+                raise _outside(f"stage `{stage.name}` is `{_service_name(svc)}`: {_LATER}", stage.at, base)
+            if stage.count != 1:
+                raise _outside(f"stage family `{stage.name}[{stage.count}]`: the fragment indexes no member",
+                               stage.at, base)
+        for gauge in p.gauges:
+            raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
+        w = p.workload
+        if not isinstance(w.arrival, ir.Batch):
+            raise _outside(f"the workload's `{w.arrival.kind}` arrivals: the fragment's sessions arrive together "
+                           "(`arrive batch(N);`)", None, base)
+        if w.trace is not None:
+            raise _outside("a trace beside the arrival law: the fragment's turns come from the program", None, base)
+        for name in ("serial", "turn_no"):
+            if name not in self.attr_at:
+                raise _outside(f"the built-in attribute `{name}` is missing from the IR's attributes", None, base)
+        return KernelProgram(
+            attributes=self.attrs, observes=self.observes, stages=self.stages,
+            serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
+            init=self.block(w.init), turn_block=self.block(w.turn), session=self.block(w.session),
+            server=self.block(p.server), sessions=w.arrival.sessions, source=p.source or "")
+
+    def block(self, body: list) -> list[LStmt]:
+        return [self.stmt(s) for s in body]
+
+    def stmt(self, s) -> LStmt:
+        k = s.kind
+        if k not in STATEMENTS:
+            raise _outside(f"`{k}`: the fragment's statements are {', '.join(STATEMENTS)}", s.at, self.base)
+        if k == "turn":
+            return LStmt("turn")
+        if k == "end":
+            return LStmt("stop")
+        if k == "set":
+            return LStmt("set", (self.attribute(s.name, s.at), self.expr(s.value, s.at)))
+        if k == "observe":
+            if s.name not in self.observes:
+                self.observes.append(s.name)
+            return LStmt("observe", (self.observes.index(s.name), self.expr(s.value, s.at)))
+        if k == "branch":
+            return LStmt("branch", (self.expr(s.test, s.at),), (tuple(self.block(s.then)), tuple(self.block(s.otherwise))))
+        if k == "while":
+            return LStmt("while", (self.expr(s.test, s.at),), (tuple(self.block(s.body)),))
+        if k == "loop":
+            return LStmt("loop", (), (tuple(self.block(s.body)),))
+        # run
+        if len(s.stages) != 1 or s.mode is not None or s.growing is not None:
+            raise _outside("a run of the fragment names one delay stage", s.at, self.base)
+        ref = s.stages[0]
+        if ref.index is not None:
+            raise _outside(f"an indexed run on `{ref.stage}`", s.at, self.base)
+        work = s.work
+        if isinstance(work, ir.CostOf):
+            if work.resources != [ref.stage]:
+                raise _outside(f"a cost of {', '.join(work.resources)} run on `{ref.stage}`", s.at, self.base)
+            work = work.arg
+        return LStmt("run", (self.stages.index(ref.stage), self.expr(work, s.at)))
+
+    def attribute(self, name: str, at) -> int:
+        if name not in self.attr_at:
+            raise _outside(f"`{name}` is not in the IR's attributes", at, self.base)
+        return self.attr_at[name]
+
+    def expr(self, e, at) -> LExpr:
+        k = e.kind
+        if k == "num":
+            v = e.value
+            if isinstance(v, float) or v < 0:
+                raise _outside(f"the number {v}: the fragment computes over the natural numbers", at, self.base)
+            return LExpr("num", (v,))
+        if k == "attr":
+            return LExpr("attr", (self.attribute(e.name, at),))
+        if k == "ctx":
+            if e.var != "now":
+                raise _outside(f"the context variable `{e.var}`: the fragment reads `now` only", at, self.base)
+            return LExpr("now")
+        if k == "unary":
+            if e.op != "not":
+                raise _outside("a negation: the fragment computes over the natural numbers", at, self.base)
+            return LExpr("not", (self.expr(e.arg, at),))
+        if k == "binary":
+            if e.op == "div":
+                raise _outside("`/` outside `floor(a / d)`: the fragment's division is floor division by a "
+                               "positive constant", at, self.base)
+            if e.op == "mod":
+                return LExpr("bin", ("mod", self.expr(e.lhs, at), LExpr("num", (self.divisor(e.rhs, at),))))
+            return LExpr("bin", (BINOPS[e.op], self.expr(e.lhs, at), self.expr(e.rhs, at)))
+        if k == "cond":
+            return LExpr("cond", (self.expr(e.test, at), self.expr(e.then, at), self.expr(e.otherwise, at)))
+        if k == "call":
+            if e.fn in ("min", "max"):
+                terms = [self.expr(a, at) for a in e.args]
+                out = terms[0]
+                for t in terms[1:]:  # min(a, b, c) is min(min(a, b), c)
+                    out = LExpr(e.fn, (out, t))
+                return out
+            if e.fn == "floor" and len(e.args) == 1:
+                a = e.args[0]
+                if isinstance(a, ir.Binary) and a.op == "div":
+                    return LExpr("floorDiv", (self.expr(a.lhs, at), self.divisor(a.rhs, at)))
+                return self.expr(a, at)  # every value of the fragment is whole: floor is the identity
+            raise _outside(f"`{e.fn}(…)`: the fragment's functions are min, max and floor(a / d)", at, self.base)
+        if k == "draw":
+            raise _outside(f"a draw `~{e.dist}(…)`: the fragment's programs are deterministic", at, self.base)
+        raise _outside(f"the expression `{k}`: {_LATER}", at, self.base)
+
+    def divisor(self, e, at) -> int:
+        if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
+            raise _outside("a division or `%` by what is not a positive whole constant", at, self.base)
+        return e.value
+
+
+def _service_name(svc) -> str:
+    if isinstance(svc, ir.Fifo):
+        return f"fifo({svc.servers})"
+    if isinstance(svc, ir.Ps):
+        return "ps(…)"
+    return "step engine"
+
+
+# ------------------------------------------------------------------ Lean text
+def lean_expr(e: LExpr) -> str:
+    """The Lean term of an expression node."""
+    c, a = e.ctor, e.args
+    if c == "num":
+        return f"(.num {a[0]})"
+    if c == "attr":
+        return f"(.attr {a[0]})"
+    if c == "now":
+        return ".now"
+    if c == "not":
+        return f"(.not {lean_expr(a[0])})"
+    if c == "bin":
+        return f"(.bin .{a[0]} {lean_expr(a[1])} {lean_expr(a[2])})"
+    if c == "cond":
+        return f"(.cond {lean_expr(a[0])} {lean_expr(a[1])} {lean_expr(a[2])})"
+    if c in ("min", "max"):
+        return f"(.{c} {lean_expr(a[0])} {lean_expr(a[1])})"
+    if c == "floorDiv":
+        return f"(.floorDiv {lean_expr(a[0])} {a[1]})"
+    raise ValueError(c)
+
+
+def lean_block(stmts, indent: int = 0) -> str:
+    """A Lean `List Stmt` term, one statement per line."""
+    if not stmts:
+        return "[]"
+    pad = "  " * (indent + 1)
+    return "[\n" + ",\n".join(pad + lean_stmt(s, indent + 1) for s in stmts) + "]"
+
+
+def lean_stmt(s: LStmt, indent: int = 0) -> str:
+    c, a = s.ctor, s.args
+    if c in ("turn", "stop"):
+        return f".{c}"
+    if c in ("set", "observe", "run"):
+        return f".{c} {a[0]} {lean_expr(a[1])}"
+    if c == "branch":
+        return f".branch {lean_expr(a[0])} {lean_block(s.blocks[0], indent)} {lean_block(s.blocks[1], indent)}"
+    if c == "while":
+        return f".while {lean_expr(a[0])} {lean_block(s.blocks[0], indent)}"
+    if c == "loop":
+        return f".loop {lean_block(s.blocks[0], indent)}"
+    raise ValueError(c)
+
+
+def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
+    from serq.leangen.fragment import environment
+    return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block)
+
+
+# ------------------------------------------------------------------ what the interpreter recorded
+@dataclass(frozen=True)
+class SessionRecord:
+    """One session's `Serq.Kernel.Expected`: answers (serial, turn, start, answered) and observations
+    (serial, turn, name index, time, value), each in the order made."""
+
+    answers: tuple[tuple[int, int, int, int], ...]
+    observations: tuple[tuple[int, int, int, int, int], ...]
+
+
+class NotNatural(ValueError):
+    """The interpreter computed a value that is not a natural number: the case is outside the fragment
+    (a subtraction below 0 the IR cannot show)."""
+
+
+def _nat(v) -> int:
+    f = float(v)
+    if not math.isfinite(f) or not f.is_integer() or f < 0:
+        raise NotNatural(f"not a natural number: {v}")
+    return int(f)
+
+
+def recorded(program: ir.Program, kp: KernelProgram, base: Path | None = None) -> list[SessionRecord]:
+    """Run the program with the reference interpreter: per session (serial 0 first) what it answered
+    and observed. Raises NotNatural when a recorded value is not a natural number."""
+    from serq.sim.engine import Engine
+    E = Engine(program, seed=program.settings.seed, horizon=math.inf, warmup=0.0, arrivals=None,
+               base_dir=str(base) if base is not None else None, log_turns=True)
+    E.run()
+    n = kp.sessions
+    answers: list[list] = [[] for _ in range(n)]
+    observations: list[list] = [[] for _ in range(n)]
+    for (serial, turn), o in sorted(E.turn_log.items()):
+        if o[6] == "answered":
+            answers[serial].append((serial, turn + 1, _nat(o[7]), _nat(o[5])))
+    name_at = {name: i for i, name in enumerate(kp.observes)}
+    for serial, turn, idx, time, value in E.observe_log:
+        observations[serial].append((serial, turn, name_at[E.observe_names[idx]], _nat(time), _nat(value)))
+    return [SessionRecord(tuple(a), tuple(o)) for a, o in zip(answers, observations)]
