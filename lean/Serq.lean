@@ -11,6 +11,7 @@ public import Serq.Agree
 public import Serq.Stuck
 public import Serq.Oracle
 public import Serq.Kernel
+public import Serq.KernelCodec
 
 /-! # serQ in Lean
 

@@ -258,3 +258,42 @@ def test_exported_kernel_program_runs_in_lean_as_computed_by_hand(tmp_path: Path
     f.write_text(text)
     r = compile_file(f)
     assert r.ok, [d.message for d in r.diagnostics]
+
+
+# what `serq lean export` says of each example: the fragment it is in, or the first construct outside
+EXPORTED = {
+    "multi-turn/scripted_agent.sq": "Serq.Kernel", "oracle/vllm_request.sq": "Serq.Exec",
+    "multi-turn/agent.sq": "is `ps(…)`", "single-turn/ps.sq": "is `ps(…)`", "single-turn/two_flows.sq": "is `ps(…)`",
+    "multi-turn/closed.sq": "is `fifo(1)`", "single-turn/claims.sq": "is `fifo(1)`",
+    "single-turn/fork_join.sq": "is `fifo(1)`", "single-turn/md1.sq": "is `fifo(1)`", "single-turn/mg1.sq": "is `fifo(1)`",
+    "single-turn/mg1_h2.sq": "is `fifo(1)`", "single-turn/mm1.sq": "is `fifo(1)`", "single-turn/mmc.sq": "is `fifo(3)`",
+    "single-turn/renewal.sq": "is `fifo(1)`",
+    "multi-turn/prefix_cache.sq": "pool `kv`", "single-turn/kv_pool.sq": "pool `reqs`",
+    "multi-turn/vllm.sq": "not on the step clock",
+    "multi-turn/vllm_replay.sq": "not expressible as vLLM settings", "scheduling/fastertransformer.sq": "not expressible",
+    "scheduling/sjf.sq": "not expressible as vLLM settings",
+    "papers/li_dai_peng.sq": "`batch` arrivals", "papers/sarathi.sq": "`poisson` arrivals",
+    "papers/smith_spt.sq": "`batch` arrivals",
+    "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
+    "pd-disaggregation/vllm_nixl_push.sq": "one step engine",
+}
+
+
+def test_every_example_is_in_the_export_table():
+    programs = {str(p.relative_to(REPO / "examples")) for p in (REPO / "examples").rglob("*.sq")
+                if "fn main" in p.read_text()}
+    assert programs == set(EXPORTED)
+
+
+@pytest.mark.parametrize("example", sorted(EXPORTED))
+def test_export_of_each_example(example):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    r = CliRunner().invoke(main, ["lean", "export", str(REPO / "examples" / example)])
+    said = EXPORTED[example]
+    if said.startswith("Serq."):
+        assert r.exit_code == 0, r.output
+        assert f"public import {said}\n" in r.output
+    else:
+        assert r.exit_code == 1 and "outside the Lean" in r.output and said in r.output, r.output

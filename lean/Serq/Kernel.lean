@@ -239,4 +239,21 @@ theorem exec_now_mono (p : Program) (fuel : Nat) (s : Sess) (b : List Stmt) :
     s.now ≤ (exec p fuel s b).now := by
   fun_induction exec p fuel s b <;> (try simp_all +zetaDelta [Sess.value]) <;> omega
 
+/-- Causality: every answered turn is answered no earlier than it was submitted. -/
+def Sess.causal (s : Sess) : Prop := ∀ a ∈ s.answers, a.start ≤ a.answered
+
+theorem exec_causal (p : Program) (fuel : Nat) (s : Sess) (b : List Stmt) :
+    s.causal → (exec p fuel s b).causal := by
+  fun_induction exec p fuel s b <;> intro h
+  case case16 f s rest n s1 _ s2 _ ih3 ih2 ih1 =>
+    -- the turn's answer: submitted at s1's clock, answered at s2's, which the server only advanced
+    apply ih1
+    intro a ha
+    rcases List.mem_cons.mp ha with rfl | ha
+    · exact exec_now_mono p f s1 p.server
+    · exact ih2 (ih3 h) a ha
+  all_goals first
+    | exact h
+    | (simp_all +zetaDelta [Sess.causal]; done)
+
 end Serq.Kernel

@@ -720,15 +720,17 @@ def parse_json_messages(stdout: str, base: Path, project_root: Path | None) -> l
     return out
 
 
-def _run_measured(cmd: list[str], cwd: Path, env: dict, timeout: float | None
+def _run_measured(cmd: list[str], cwd: Path, env: dict, timeout: float | None, stdin: Path | None = None
                   ) -> tuple[int, str, str, int, bool]:
-    """Run `cmd`; (exit status, stdout, stderr, peak RSS in KB, timed out).
+    """Run `cmd`, its standard input the file `stdin` (else none); (exit status, stdout, stderr,
+    peak RSS in KB, timed out).
 
     Reaps the process with wait4 to read its peak resident memory (for the offline
     Lean, node itself: the launcher execs it).
     """
-    p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext(subprocess.DEVNULL) as source:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=source,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     chunks: dict[str, bytes] = {}
 
     def drain(name: str, stream) -> None:
@@ -759,8 +761,11 @@ def _run_measured(cmd: list[str], cwd: Path, env: dict, timeout: float | None
 
 def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[Path],
              project_root: Path | None, file_label: str, timeout: float | None = None,
-             on_event: Event | None = None, prefix: list[str] | None = None) -> CompileResult:
-    """Run one Lean process (in a machine slot) and collect its diagnostics."""
+             on_event: Event | None = None, prefix: list[str] | None = None,
+             stdin: Path | None = None) -> CompileResult:
+    """Run one Lean process (in a machine slot) and collect its diagnostics; `stdin`: a file the
+    process reads as its standard input (a file, not a pipe: the offline Lean reads /dev/stdin
+    only when the input is complete)."""
     env = dict(os.environ)
     paths = [str(p) for p in lean_path]
     if env.get("LEAN_PATH"):
@@ -770,7 +775,7 @@ def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[P
     with lean_slot(on_event):
         t0 = time.monotonic()
         try:
-            rc, stdout, stderr, rss_kb, timed_out = _run_measured(cmd, cwd, env, timeout)
+            rc, stdout, stderr, rss_kb, timed_out = _run_measured(cmd, cwd, env, timeout, stdin)
         except OSError as e:
             raise LeanError(f"cannot run {cmd[0]}: {e.strerror}") from None
     seconds = time.monotonic() - t0
@@ -1070,12 +1075,14 @@ def _build_with_lake(project: Project, tc: Toolchain, say: Event, force: bool) -
 
 def compile_file(path: str | os.PathLike, *, root: str | os.PathLike | None = None,
                  timeout: float | None = None, toolchain: Toolchain | None = None,
-                 options: Iterable[str] | None = None, on_event: Event | None = None) -> CompileResult:
+                 options: Iterable[str] | None = None, on_event: Event | None = None,
+                 stdin: str | os.PathLike | None = None) -> CompileResult:
     """Elaborate one Lean file against the built package; its diagnostics, no outputs.
 
     The file may live anywhere (tests use temporary folders). It sees the `Serq` and
     `Papers` modules as last built by `build()` (build first). The package's
-    `leanOptions` apply unless `options` is given.
+    `leanOptions` apply unless `options` is given. `stdin`: a file the file's `#eval`s read
+    as standard input.
     """
     rootp = find_root(root)
     project = load_project(rootp)
@@ -1091,10 +1098,12 @@ def compile_file(path: str | os.PathLike, *, root: str | os.PathLike | None = No
         if tc.has_lake:
             r = run_lean(tc, [*opts, p.name], cwd=p.parent, lean_path=[], project_root=rootp,
                          file_label=label, timeout=timeout, on_event=say,
-                         prefix=[tc.lake or "lake", "-d", str(rootp), "env", *tc.lean])
+                         prefix=[tc.lake or "lake", "-d", str(rootp), "env", *tc.lean],
+                         stdin=Path(stdin) if stdin is not None else None)
         else:
             r = run_lean(tc, [*opts, p.name], cwd=p.parent, lean_path=[project.olean_dir],
-                         project_root=rootp, file_label=label, timeout=timeout, on_event=say)
+                         project_root=rootp, file_label=label, timeout=timeout, on_event=say,
+                         stdin=Path(stdin) if stdin is not None else None)
     say(f"lean: {'ok' if r.ok else 'FAILED'} {label} in {r.seconds:.1f} s, {r.max_rss_mb / 1024:.1f} GB")
     return r
 

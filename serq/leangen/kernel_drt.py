@@ -63,3 +63,107 @@ def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: 
     path.write_text(ir.to_json(case.program))
     (folder / "case.lean").write_text(render_kernel_batch([(0, case, observed)], "a divergent case"))
     return path
+
+
+# ------------------------------------------------------------------ the compiled path
+#: `Serq.Kernel.BinOp`'s constructors in order: a binary operator's number on a case line.
+_OPCODES = ("add", "sub", "mul", "mod", "eq", "ne", "lt", "le", "gt", "ge", "and", "or")
+_EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min": 6, "max": 7, "floorDiv": 8}
+_STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7}
+
+
+def _expr_tokens(e, out: list) -> None:
+    out.append(_EXPR_TAGS[e.ctor])
+    if e.ctor == "bin":
+        out.append(_OPCODES.index(e.args[0]))
+        _expr_tokens(e.args[1], out)
+        _expr_tokens(e.args[2], out)
+        return
+    for a in e.args:
+        if isinstance(a, int):
+            out.append(a)
+        else:
+            _expr_tokens(a, out)
+
+
+def _block_tokens(block, out: list) -> None:
+    out.append(len(block))
+    for s in block:
+        out.append(_STMT_TAGS[s.ctor])
+        for a in s.args:
+            if isinstance(a, int):
+                out.append(a)
+            else:
+                _expr_tokens(a, out)
+        for b in s.blocks:
+            _block_tokens(b, out)
+
+
+def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL) -> str:
+    """The case as a line of `Serq.Kernel.checkLine` (lean/Serq/KernelCodec.lean says the format)."""
+    p = observed.value
+    out = [case_id, fuel, len(p.attributes), p.serial_at, p.turn_no_at, p.sessions]
+    for block in (p.init, p.turn_block, p.session, p.server):
+        _block_tokens(block, out)
+    out.append(len(observed.sessions))
+    for s in observed.sessions:
+        out.append(len(s.answers))
+        for a in reversed(s.answers):  # newest first, as Serq.Kernel keeps them
+            out.extend(a)
+        out.append(len(s.observations))
+        for o in reversed(s.observations):
+            out.extend(o)
+    return " ".join(map(str, out))
+
+
+#: The modules whose definitions the compiled driver declares again (in this order), and where each
+#: one's executable part ends (its theorems follow).
+DRIVER_MODULES = (("Kernel.lean", "/-! ## Facts every program of the fragment has -/"), ("KernelCodec.lean", None))
+
+
+def driver_semantics(root: Path | None = None) -> str:
+    """The text of Serq.Kernel's definitions (not its theorems) and Serq.KernelCodec's, as the
+    declarations of a plain file in the namespace `Serq.KernelRun`."""
+    from serq.leangen.build import find_root
+    folder = (root or find_root()) / "lean" / "Serq"
+    parts = []
+    for name, stop in DRIVER_MODULES:
+        text = (folder / name).read_text()
+        body = text[text.index("@[expose] public section\n") + len("@[expose] public section\n"):]
+        body = body[:body.index(stop)] if stop else body[:body.index("end Serq.Kernel")]
+        body = body.replace("namespace Serq.Kernel\n", "", 1)
+        parts.append(f"-- {name}\n" + body.strip() + "\n")
+    return "namespace Serq.KernelRun\n\n" + "\n".join(parts) + "\nend Serq.KernelRun\n"
+
+
+@dataclass(frozen=True)
+class CompiledVerdict:
+    agreeing: int
+    diverging: tuple[int, ...]  # case ids
+    unreadable: tuple[int, ...]  # line numbers (from 1)
+    seconds: float
+
+
+def run_compiled(items: list[tuple[int, KernelCase, KernelObserved]], folder: Path | None = None) -> CompiledVerdict:
+    """Check every case in one Lean process that reads them as lines on its standard input."""
+    import re
+    import tempfile
+
+    from serq.leangen.build import compile_file
+    from serq.leangen.fragment import environment
+    folder = folder or Path(tempfile.mkdtemp(prefix="serq-kdrt-"))
+    cases = folder / "cases.txt"
+    cases.write_text("".join(encode_case(i, obs) + "\n" for i, _, obs in items))
+    driver = folder / "KernelDriver.lean"
+    driver.write_text(environment().get_template("kernel_driver.lean.j2").render(semantics=driver_semantics()))
+    result = compile_file(driver, stdin=cases)
+    # the #eval's value, a string, is an information message in quotes
+    summary = [d.message.strip('"') for d in result.diagnostics if d.message.startswith('"kernel-drt:')]
+    if not result.ok or not summary:
+        raise RuntimeError(f"the compiled kernel driver failed: {[d.message for d in result.diagnostics][:5]} "
+                           f"{result.output[-2000:]}")
+    m = re.match(r"kernel-drt: agreeing (\d+); diverging \[([\d ]*)\]; unreadable \[([\d ]*)\]", summary[-1])
+    if m is None:
+        raise RuntimeError(f"the compiled kernel driver said: {summary[-1]}")
+    nums = lambda s: tuple(sorted(int(x) for x in s.split()))  # noqa: E731
+    return CompiledVerdict(int(m.group(1)), nums(m.group(2)), nums(m.group(3)), result.seconds)

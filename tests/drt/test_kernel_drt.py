@@ -4,28 +4,35 @@ kernel IR (`Serq.Kernel`), which must agree on every answered turn and every obs
 
 `test_interpreter_runs_generated_kernel_programs` runs KERNEL_DRT_CASES cases (300 by default;
 `SERQ_KERNEL_DRT_CASES=2000` for more); `test_lean_agrees_on_generated_kernel_programs` checks each
-in Lean as a `decide +kernel` theorem. The planted bugs are copies of the interpreter's semantics,
-made by rewriting the program the interpreter runs: each must be caught.
+in Lean as a `decide +kernel` theorem. `test_compiled_lean_agrees_on_many_generated_programs` runs
+KERNEL_DRT_COMPILED more (10 000 by default) through one compiled Lean process, the planted bugs'
+cases among them. The planted bugs are copies of the interpreter's semantics, made by rewriting the
+program the interpreter runs: each must be caught.
 """
 
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
+import time
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from helpers import REPO
-from kernel_strategies import kernel_cases
+from kernel_strategies import kernel_case, kernel_cases
 from serq.ir import models as ir
 from serq.ir.validate import validate
 from serq.leangen.kernel import recorded
-from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel,
-                                     write_kernel_reproducer)
+from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
+                                     observe_kernel, run_compiled, write_kernel_reproducer)
 
 KERNEL_DRT_CASES = int(os.environ.get("SERQ_KERNEL_DRT_CASES", "300"))
+KERNEL_DRT_COMPILED = int(os.environ.get("SERQ_KERNEL_DRT_COMPILED", "10000"))
+# case i of the compiled run is kernel_case(random.Random(SEED + i)): a divergence names its seed
+SEED = int(os.environ.get("SERQ_KERNEL_DRT_SEED", str(random.SystemRandom().randrange(2 ** 31))))
 COLLECTED: list[tuple[int, KernelCase, KernelObserved]] = []
 FAILURES = REPO / "drt-failures"
 
@@ -130,3 +137,60 @@ def test_a_kernel_reproducer_reruns(tmp_path):
     assert (tmp_path / "case" / "case.lean").read_text().count("theorem agrees_with_interpreter") == 1
     run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(path)], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
+
+
+# ------------------------------------------------------------------ the compiled path
+def test_a_case_line_is_the_programs_tokens():
+    """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first."""
+    case = kernel_case(random.Random(7))
+    observed = observe_kernel(case)
+    line = encode_case(42, observed, fuel=99).split()
+    p = observed.value
+    assert line[:6] == ["42", "99", str(len(p.attributes)), str(p.serial_at), str(p.turn_no_at), str(p.sessions)]
+    assert all(t.isdigit() for t in line)
+    tail = []
+    for s in observed.sessions:
+        tail += [len(s.answers), *[x for a in reversed(s.answers) for x in a]]
+        tail += [len(s.observations), *[x for o in reversed(s.observations) for x in o]]
+    assert line[len(line) - len(tail):] == [str(x) for x in tail]
+
+
+@pytest.mark.lean
+def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
+    t0 = time.monotonic()
+    items = [(SEED + i, None, observe_kernel(kernel_case(random.Random(SEED + i))))
+             for i in range(KERNEL_DRT_COMPILED)]
+    python_seconds = time.monotonic() - t0
+    # the planted bugs' cases ride along: their lines must be the ones that diverge
+    wrong_runs = [(case, wrong) for bug in sorted(PLANTED) for _, case, wrong in _planted_cases(PLANTED[bug], wanted=4)]
+    planted = [(10 ** 12 + k, case, wrong) for k, (case, wrong) in enumerate(wrong_runs)]  # ids apart from seeds
+    verdict = run_compiled(items + planted, tmp_path)
+    assert verdict.unreadable == ()
+    diverging = set(verdict.diverging) - {i for i, _, _ in planted}
+    if diverging:
+        seed = min(diverging)
+        case = kernel_case(random.Random(seed))
+        path = write_kernel_reproducer(case, observe_kernel(case), FAILURES / f"kernel-seed{seed}")
+        pytest.fail(f"{len(diverging)} of {len(items)} compiled kernel cases diverge; the first is seed {seed} "
+                    f"(kernel_case(random.Random({seed})), written to {path})")
+    assert set(verdict.diverging) == {i for i, _, _ in planted}, "a planted bug was not caught"
+    assert verdict.agreeing == len(items)
+    print(f"kernel DRT, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}) agree, "
+          f"{len(planted)} planted-bug cases diverge; interpreter {python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
+
+
+def test_the_compiled_driver_declares_the_modules_own_definitions():
+    """The driver runs the text of Serq.Kernel's definitions and Serq.KernelCodec's, no other: every
+    `def` of those modules appears in it verbatim, and no theorem does."""
+    import re
+
+    from serq.leangen.kernel_drt import DRIVER_MODULES, driver_semantics
+    text = driver_semantics()
+    for name, stop in DRIVER_MODULES:
+        source = (REPO / "lean" / "Serq" / name).read_text()
+        executable = source[:source.index(stop)] if stop else source
+        defs = re.findall(r"(?ms)^def .*?(?=^\S|\Z)", executable)
+        assert defs, name
+        for d in defs:
+            assert d in text, d[:80]
+    assert "theorem" not in text and "namespace Serq.KernelRun" in text

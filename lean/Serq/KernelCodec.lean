@@ -1,0 +1,220 @@
+module
+
+public import Serq.Kernel
+
+/-! # Reading kernel cases from text, for the compiled differential tests
+
+The kernel-checked differential tests (`decide +kernel`, one theorem per case) cost ~0.4 s a
+case. The compiled path runs many more: one Lean process reads cases, one per line, runs the
+very `Serq.Kernel.agrees` the theorems state, and prints a verdict per case
+(`serq.leangen.kernel_drt.run_compiled`, the driver `serq/leangen/templates/kernel_driver.lean.j2`).
+
+A line is whitespace-separated natural numbers (`serq.leangen.kernel_drt.encode_case` writes
+them), in prefix form:
+
+* case: `id fuel program sessions (answers (4 each) observations (5 each))*`, each list as its
+  length then its elements, newest first (as `Serq.Kernel.Expected`);
+* program: `attrs serialAt turnNoAt sessions init turnBlock session server`;
+* block: its length, then its statements;
+* statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
+  `5 body` loop, `6` end, `7 stage w` run;
+* expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
+  in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division.
+
+Every reader takes fuel (a bound on the tokens it reads) and fails (`none`) on anything else,
+so an unreadable line is a verdict of its own, never a wrong answer.
+-/
+
+@[expose] public section
+
+namespace Serq.Kernel
+
+/-- The natural numbers of a line, in order (anything but a digit separates them). -/
+def tokensOf : List Char → Nat → Bool → List Nat → List Nat
+  | [], n, inNum, acc => if inNum then n :: acc else acc
+  | c :: cs, n, inNum, acc =>
+    if c.isDigit then tokensOf cs (10 * n + (c.toNat - '0'.toNat)) true acc
+    else tokensOf cs 0 false (if inNum then n :: acc else acc)
+
+def revNats : List Nat → List Nat → List Nat
+  | [], acc => acc
+  | x :: xs, acc => revNats xs (x :: acc)
+
+def tokens (line : String) : List Nat := revNats (tokensOf line.toList 0 false []) []
+
+def binOpOf : Nat → Option BinOp
+  | 0 => some .add | 1 => some .sub | 2 => some .mul | 3 => some .mod | 4 => some .eq
+  | 5 => some .ne | 6 => some .lt | 7 => some .le | 8 => some .gt | 9 => some .ge
+  | 10 => some .and | 11 => some .or | _ => none
+
+def readExpr : Nat → List Nat → Option (Expr × List Nat)
+  | 0, _ => none
+  | _ + 1, 0 :: n :: r => some (.num n, r)
+  | _ + 1, 1 :: i :: r => some (.attr i, r)
+  | _ + 1, 2 :: r => some (.now, r)
+  | f + 1, 3 :: r =>
+    match readExpr f r with
+    | some (e, r) => some (.not e, r)
+    | none => none
+  | f + 1, 4 :: op :: r =>
+    match binOpOf op, readExpr f r with
+    | some o, some (a, r) =>
+      match readExpr f r with
+      | some (b, r) => some (.bin o a b, r)
+      | none => none
+    | _, _ => none
+  | f + 1, 5 :: r =>
+    match readExpr f r with
+    | some (t, r) =>
+      match readExpr f r with
+      | some (a, r) =>
+        match readExpr f r with
+        | some (b, r) => some (.cond t a b, r)
+        | none => none
+      | none => none
+    | none => none
+  | f + 1, 6 :: r =>
+    match readExpr f r with
+    | some (a, r) =>
+      match readExpr f r with
+      | some (b, r) => some (.min a b, r)
+      | none => none
+    | none => none
+  | f + 1, 7 :: r =>
+    match readExpr f r with
+    | some (a, r) =>
+      match readExpr f r with
+      | some (b, r) => some (.max a b, r)
+      | none => none
+    | none => none
+  | f + 1, 8 :: r =>
+    match readExpr f r with
+    | some (a, d :: r) => some (.floorDiv a d, r)
+    | _ => none
+  | _, _ => none
+
+/-- `count` statements. A statement with blocks reads each as its length then its statements. -/
+def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
+  | 0, _, _ => none
+  | _ + 1, 0, r => some ([], r)
+  | f + 1, count + 1, tag :: r =>
+    let rest (s : Stmt) (r : List Nat) : Option (List Stmt × List Nat) :=
+      match readStmts f count r with
+      | some (ss, r) => some (s :: ss, r)
+      | none => none
+    match tag with
+    | 0 => rest .turn r
+    | 1 =>
+      match r with
+      | i :: r => match readExpr f r with
+        | some (e, r) => rest (.set i e) r
+        | none => none
+      | [] => none
+    | 2 =>
+      match r with
+      | k :: r => match readExpr f r with
+        | some (e, r) => rest (.observe k e) r
+        | none => none
+      | [] => none
+    | 3 =>
+      match readExpr f r with
+      | some (t, n :: r) =>
+        match readStmts f n r with
+        | some (yes, m :: r) =>
+          match readStmts f m r with
+          | some (no, r) => rest (.branch t yes no) r
+          | none => none
+        | _ => none
+      | _ => none
+    | 4 =>
+      match readExpr f r with
+      | some (t, n :: r) =>
+        match readStmts f n r with
+        | some (body, r) => rest (.while t body) r
+        | none => none
+      | _ => none
+    | 5 =>
+      match r with
+      | n :: r => match readStmts f n r with
+        | some (body, r) => rest (.loop body) r
+        | none => none
+      | [] => none
+    | 6 => rest .stop r
+    | 7 =>
+      match r with
+      | k :: r => match readExpr f r with
+        | some (w, r) => rest (.run k w) r
+        | none => none
+      | [] => none
+    | _ => none
+  | _ + 1, _ + 1, [] => none
+
+def readBlock (f : Nat) : List Nat → Option (List Stmt × List Nat)
+  | n :: r => readStmts f n r
+  | [] => none
+
+def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
+  | attrs :: serialAt :: turnNoAt :: sessions :: r =>
+    match readBlock f r with
+    | some (init, r) =>
+      match readBlock f r with
+      | some (turnBlock, r) =>
+        match readBlock f r with
+        | some (session, r) =>
+          match readBlock f r with
+          | some (server, r) => some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions⟩, r)
+          | none => none
+        | none => none
+      | none => none
+    | none => none
+  | _ => none
+
+def readAnswers : Nat → List Nat → Option (List Answer × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, a :: b :: c :: d :: r =>
+    match readAnswers n r with
+    | some (as, r) => some (⟨a, b, c, d⟩ :: as, r)
+    | none => none
+  | _ + 1, _ => none
+
+def readObservations : Nat → List Nat → Option (List Observation × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, a :: b :: c :: d :: e :: r =>
+    match readObservations n r with
+    | some (os, r) => some (⟨a, b, c, d, e⟩ :: os, r)
+    | none => none
+  | _ + 1, _ => none
+
+def readExpected : Nat → List Nat → Option (List Expected × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, na :: r =>
+    match readAnswers na r with
+    | some (as, no :: r) =>
+      match readObservations no r with
+      | some (os, r) =>
+        match readExpected n r with
+        | some (es, r) => some (⟨as, os⟩ :: es, r)
+        | none => none
+      | none => none
+    | _ => none
+  | _ + 1, [] => none
+
+def tokenCount : List Nat → Nat
+  | [] => 0
+  | _ :: r => tokenCount r + 1
+
+/-- A case line: its id, and whether the Lean interpreter's run agrees with the interpreter's
+(`none`: the line does not read as a case). -/
+def checkLine (line : String) : Option (Nat × Bool) :=
+  let ts := tokens line
+  match ts with
+  | id :: fuel :: r =>
+    match readProgram (tokenCount ts) r with
+    | some (p, n :: r) =>
+      match readExpected n r with
+      | some (es, []) => some (id, agrees p fuel es)
+      | _ => none
+    | _ => none
+  | _ => none
+
+end Serq.Kernel
