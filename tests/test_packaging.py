@@ -46,7 +46,9 @@ def _imports(folder: str) -> dict[str, str]:
         for node, mods in _absolute_imports(ast.parse(path.read_text(encoding="utf-8"))):
             for m in mods:
                 top = m.split(".")[0]
-                sibling = (REPO / folder / f"{top}.py").exists()  # benchmarks/run_all.py imports memory.py
+                # a module beside the importing file, or at the folder's top (benchmarks/run_all.py
+                # imports memory.py; tests/drt/test_kernel_drt.py imports kernel_strategies.py)
+                sibling = (path.parent / f"{top}.py").exists() or (REPO / folder / f"{top}.py").exists()
                 if top not in sys.stdlib_module_names and top not in LOCAL and not sibling:
                     found.setdefault(top, str(path.relative_to(REPO)))
     return found

@@ -61,6 +61,7 @@ def test_ready_a_thousand_times_at_one_instant(tmp_path):
 def test_a_session_may_not_end_while_a_leg_runs(tmp_path):
     e = run_error(prog("fork { run svc (cost(svc, 1)); }\n    branch (serial == 1) { join; }"), tmp_path)
     assert "ended while 1 of its legs still run" in e.message
+    assert (e.span.line, e.span.col) == (6, 5)  # the fork whose leg outlives the session
 
 
 def test_bad_draw_parameters(tmp_path):
@@ -142,6 +143,7 @@ def test_machine_errors_are_reported_without_a_traceback(tmp_path):
     text = prog("run cpu (cost(cpu, 1));", decls="stage cpu : ps(2 - present);", workload="arrive batch(3);")
     e = run_error(text, tmp_path)
     assert "ps stage `cpu`" in e.message and "capacity" in e.message and e.kind == "run"
+    assert (e.span.line, e.span.col) == (3, 3)  # the stage's declaration
 
 
 def test_infinite_work_never_completes(tmp_path):

@@ -83,7 +83,7 @@ def build(E) -> None:
             else:
                 c = fold(svc.capacity)
                 volatile = any(isinstance(n, (ir.PoolObs, ir.StageObs, ir.Draw)) for n in ir.walk(svc.capacity))
-                m = PsStage(E, st.name, idx, None, c, volatile)
+                m = PsStage(E, st.name, idx, None, c, volatile, st.at)
                 if c is None:
                     late_caps.append(m)
                 if volatile:

@@ -87,6 +87,7 @@ class Thread:
     first_start = None  # the start of the iteration that sampled the first token
     last_start = None  # the start of the iteration that committed its last token
     trace_no = None  # the trace session it replays
+    fork_loc = None  # a leg: where it was forked
     t_answered = -math.inf  # when its latest turn was answered (its next turn was created then)
 
     def __init__(self, sess, A: dict, kind: int, serial: int) -> None:
@@ -509,10 +510,14 @@ class Engine:
         if S.legs_live:
             raise self.located(RunError(f"session {S.serial} ended while {S.legs_live} of its legs still run: "
                                         "a session may not end before its legs (join them first)"), T,
-                               self.last_loc(T))
+                               self.live_fork_loc(S))
         self.end_session(S)
 
-    def last_loc(self, T):
+    def live_fork_loc(self, S: Thread):
+        """Where the first leg of `S` that still runs was forked (the statement to join after)."""
+        for L in S.legs:
+            if L.state != DONE:
+                return L.fork_loc
         return None
 
     def leg_done(self, T: Thread) -> None:
@@ -711,6 +716,12 @@ class Engine:
         S.leg_count += 1
         L = Thread(S, dict(T.A), LEG, S.serial)
         L.leg_no = S.leg_count
+        # the fork statement's place, for an error that a leg outlives its session: the generated
+        # line that calls this (forks are rare; the frame lookup costs nothing on the hot path)
+        from serq.sim.compile import FILENAME
+        caller = sys._getframe(1)
+        if caller.f_code.co_filename == FILENAME and 0 < caller.f_lineno <= len(self.line_locs):
+            L.fork_loc = self.line_locs[caller.f_lineno - 1]
         L.gen = fn(self, L, L.A)
         if S.legs == ():
             S.legs = []

@@ -306,8 +306,9 @@ class PsStage(_EveryJobInService):
 
     service = "ps"
 
-    def __init__(self, engine, name, index, capacity, constant: float | None, volatile: bool) -> None:
+    def __init__(self, engine, name, index, capacity, constant: float | None, volatile: bool, at=None) -> None:
         super().__init__(engine, name, index)
+        self.at = at  # the stage's declaration: where a capacity that is not above 0 is reported
         self.capacity = capacity  # function (E, present) -> phi
         self.constant = constant
         self.volatile = volatile
@@ -355,7 +356,7 @@ class PsStage(_EveryJobInService):
         phi = self.capacity(self.E, float(n))
         if not phi > 0.0:
             raise RunError(f"ps stage `{self.label}`: its capacity with {n} job(s) present is "
-                           f"{phi!r}; a capacity is above 0")
+                           f"{phi!r}; a capacity is above 0", self.at)
         return phi
 
     def _reschedule(self, now: float) -> None:
