@@ -9,7 +9,7 @@ import stat
 
 import pytest
 
-from simtools import run_samples
+from simtools import EXAMPLES, REPO, run_samples
 from serq.sim.rng import M64, TWO53, FirstTurns, Streams, block_key, site_exp, site_offset
 from serq.syntax import larkcache
 
@@ -135,3 +135,69 @@ def test_turn_draws_across_blocks_and_later_turns(tmp_path):
         assert s == site_exp(streams.turn_key(sess, turns[sess]), 0, 1.0)
         late += sess % 7 == 0
     assert len(turns) == 3000 and max(turns.values()) > 1 and late > 100
+
+
+# ------------------------------------------------------------------ the engine's decode group
+def _vllm_variant(tmp_path, name: str, sessions: int, blocks: int, single: bool, cap: str = "B"):
+    """examples/multi-turn/vllm.sq under closed(sessions) arrivals, a KV of `blocks` blocks (small:
+    preemptions; the prefix cache full: evictions at every growth), single-turn or multi-turn, with
+    `tokens cap` `cap` (a drawn one runs out among the decodes, whole or with a fraction left)."""
+    from serq.link import link_file
+    text = (EXAMPLES / "multi-turn" / "vllm.sq").read_text()
+    text = text.replace("arrive poisson(Lambda);", f"arrive closed({sessions});")
+    text = text.replace("let max_seqs = 64;", f"let max_seqs = {sessions};")
+    text = text.replace("tokens cap B;", f"tokens cap {cap};")
+    if single:
+        text = text.replace("set more = ~bernoulli(0.7);", "set more = 0;")
+    path = tmp_path / f"{name}.sq"
+    path.write_text(text)
+    return link_file(path, {"blocks": str(blocks)})
+
+
+def _everything(result) -> tuple:
+    """A run's report and every sample it kept, in order."""
+    E = result.engine
+    samples = [tuple(s.values) for s in E.observes]
+    samples += [tuple(s.values) for s in (E.client_ttft, E.client_tpot)] + [tuple(E.resp_values)]
+    return result.json(), samples
+
+
+@pytest.mark.parametrize("sessions,blocks,single,cap", [
+    (64, 6000, True, "B"), (64, 500, True, "B"), (48, 300, False, "B"), (128, 1500, False, "B"),
+    (16, 60, False, "B"), (64, 6000, False, "floor(~uniform(4, 96))"), (64, 400, False, "~uniform(4, 96)")])
+def test_the_decode_group_runs_what_the_walk_runs(tmp_path, monkeypatch, sessions, blocks, single, cap):
+    """The decode group (serq/sim/decode_group.py) serves the decoding residents as a count and moves
+    them by the clock: every report and sample is the one-by-one walk's, preemptions, evictions and a
+    budget that runs out among the members included."""
+    from serq.sim import simulate, steps
+    prog = _vllm_variant(tmp_path, "v", sessions, blocks, single, cap)
+    runs = []
+    for grouped in (True, False):
+        monkeypatch.setattr(steps, "DECODE_GROUPS", grouped)
+        result = simulate(prog, horizon=15.0, seed=3, keep_samples=True)
+        runs.append(_everything(result))
+    assert runs[0] == runs[1]
+    engine = next(s for s in result.report["stages"] if s["service"] == "step")
+    assert engine["mean_busy"] > sessions / 10 and (engine["preemptions"] > 0) == (blocks < 6000)
+
+
+def test_the_decode_group_agrees_on_the_oracle_iterations(monkeypatch):
+    """Every vLLM oracle scenario, iteration by iteration (batch, memory, preemptions), turn by turn
+    and report, with and without the decode group."""
+    import dataclasses
+
+    from serq.sim import steps
+    from serq.sim.oracle_run import run_scenario
+    files = sorted(p for p in (REPO / "tests" / "data" / "oracle").glob("*/*.json") if p.name != "SUMMARY.json")
+    assert len(files) >= 100
+
+    def seen(path):
+        run = run_scenario(path)
+        return ([dataclasses.astuple(r) for r in run.records],
+                sorted((k, dataclasses.astuple(v)) for k, v in run.turns.items()), run.report)
+
+    for path in files:
+        monkeypatch.setattr(steps, "DECODE_GROUPS", True)
+        grouped = seen(path)
+        monkeypatch.setattr(steps, "DECODE_GROUPS", False)
+        assert grouped == seen(path), path.name

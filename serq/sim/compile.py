@@ -24,7 +24,7 @@ import math
 from dataclasses import dataclass, field
 
 from serq.ir import models as ir
-from serq.link.consts import apply_function, ieee_div, ieee_mod
+from serq.link.consts import apply_function, ieee_div, ieee_mod, reusable
 from serq.sim.errors import Preempted, RunError
 from serq.sim.rng import GAMMA, M64, SITE_DRAWS, TURN_STRIDE, TWO53, block_key, site_offset
 
@@ -133,6 +133,25 @@ HELPERS = {
 }
 for _name in ("floor", "ceil", "abs", "sqrt", "exp", "log", "pow", "reusable"):
     HELPERS[f"_fn_{_name}"] = _fn_wrapper(_name)
+
+
+# The functions a session calls at every turn and request, without the wrapper's argument list and
+# dispatch by name: apply_function's cases, written out.
+def _fn_floor(a):
+    a = float(a)
+    return float(math.floor(a)) if math.isfinite(a) else a
+
+
+def _fn_ceil(a):
+    a = float(a)
+    return float(math.ceil(a)) if math.isfinite(a) else a
+
+
+def _fn_reusable(n, bs):
+    return reusable(float(n), float(bs))
+
+
+HELPERS.update(_fn_floor=_fn_floor, _fn_ceil=_fn_ceil, _fn_reusable=_fn_reusable)
 
 
 class Module:

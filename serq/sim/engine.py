@@ -739,14 +739,25 @@ class Engine:
 
     # ================================================================ holds
     def resolve_members(self, T: Thread, spec) -> list:
+        """The pool members a hold names. A hold that names members, not indices read at run time,
+        names the same list every time: kept on the spec and shared (no frame changes its list)."""
+        if spec.static_members is not None:
+            return spec.static_members
         members = []
+        static = True
         for p in spec.pools:
             r = p.resolver
-            m = r if isinstance(r, PoolMember) else r(self, T, T.A)
+            if isinstance(r, PoolMember):
+                m = r
+            else:
+                m = r(self, T, T.A)
+                static = False
             members.append(m)
         if len(members) > 1 and len(set(map(id, members))) != len(members):
             raise RunError(f"`{spec.text}` names pool member {members[0].label} twice at run time: "
                            "a hold names each pool once")
+        if static:
+            spec.static_members = members
         return members
 
     def hold(self, T: Thread, spec) -> Frame:
@@ -769,10 +780,16 @@ class Engine:
             if m.cap == math.inf:
                 continue
             need = 0.0
+            # (each message is built only for the error: this runs at every hold)
             if p.units_static:
-                need = m.up(check_amount(p.units(self, T, A), f"the units of `{spec.text}` on {m.label}"))
+                u = p.units(self, T, A)
+                if not u >= 0.0:
+                    check_amount(u, f"the units of `{spec.text}` on {m.label}")
+                need = m.up(u)
             if p.reserve is not None and p.reserve_static:
-                r = check_amount(p.reserve(self, T, A), f"the reserve of `{spec.text}` on {m.label}")
+                r = p.reserve(self, T, A)
+                if not r >= 0.0:
+                    check_amount(r, f"the reserve of `{spec.text}` on {m.label}")
                 need = max(need, m.up(r))
             if need > m.cap:
                 self.refuse(T, m, spec)
@@ -869,9 +886,15 @@ class Engine:
         needs = []
         for i, p in enumerate(spec.pools):
             m = F.members[i]
-            u = check_amount(p.units(self, T, A), f"the units of `{spec.text}` on {m.label}")
-            r = check_amount(p.reserve(self, T, A), f"the reserve of `{spec.text}` on {m.label}") \
-                if p.reserve is not None else 0.0
+            # (each message is built only for the error: this runs at every admission attempt)
+            u = p.units(self, T, A)
+            if not u >= 0.0:
+                check_amount(u, f"the units of `{spec.text}` on {m.label}")
+            r = 0.0
+            if p.reserve is not None:
+                r = p.reserve(self, T, A)
+                if not r >= 0.0:
+                    check_amount(r, f"the reserve of `{spec.text}` on {m.label}")
             ur = m.up(u)
             rr = m.up(r)
             need = max(ur, rr)
@@ -890,7 +913,9 @@ class Engine:
             q.remove(F)
         rho = None
         if spec.reuse is not None:
-            rho = check_amount(spec.reuse(self, T, A), f"the reuse of `{spec.text}`")
+            rho = spec.reuse(self, T, A)
+            if not rho >= 0.0:
+                check_amount(rho, f"the reuse of `{spec.text}`")
         reuse_pools = spec.reuse_pools if spec.reuse is not None else spec.cache_pools
         cached_attr = None
         serial = T.sess.serial
@@ -965,7 +990,10 @@ class Engine:
 
     def _cache_value(self, spec, T, A) -> float:
         try:
-            return check_amount(spec.cache(self, T, A), f"the cache of `{spec.text}`")
+            v = spec.cache(self, T, A)
+            if not v >= 0.0:
+                check_amount(v, f"the cache of `{spec.text}`")
+            return v
         except (RunError, DrawError) as e:
             raise self.located(e, T, spec.loc) from None
 
@@ -1118,6 +1146,9 @@ class Engine:
         return progress
 
     def choose_victim(self, m: PoolMember) -> Alloc:
+        # the keys and the preemption read positions: the engines' decode groups write theirs back
+        for st in self.step_stages:
+            st.sync()
         if m.mem_stage is not None:
             a = m.mem_stage.victim(m)
             if a is not None:
@@ -1297,6 +1328,8 @@ class Engine:
         if self.stop_reason == "horizon" and self.horizon != math.inf:
             self.now = self.horizon
         now = self.now
+        for st in self.step_stages:  # the decode groups' state in their members' fields, for the report
+            st.sync()
         for m in self.all_pools:
             m.touch(now)
         for s in self.all_stages:

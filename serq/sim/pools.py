@@ -46,6 +46,7 @@ class HoldSpec:
     cache_pools: frozenset
     lease_pos: int | None
     lease: object | None
+    static_members: list | None = None  # the members, when no index is read at run time (resolve_members)
 
 
 class Frame:
@@ -117,6 +118,7 @@ class PoolMember:
         self.cap = math.inf if decl.cap == "inf" else float(decl.cap)
         self.block = decl.block
         self.bs = float(decl.block or 1)
+        self.whole_blocks = decl.block is not None and self.bs % 1.0 == 0.0  # (an engine's decode group)
         self.reserve_held = decl.reserve_held
         self.preempt_by = decl.preempt.kind == "by"
         self.requeue_tail = self.preempt_by and decl.preempt.requeue == "tail"
@@ -223,6 +225,52 @@ class PoolMember:
         if self.used > self.max_used:
             self.max_used = self.used
 
+    def grow_hold(self, a: Alloc, new_units: float) -> None:
+        """`resize` then `make_room`, in one call (an engine's resident grows a block every block
+        of tokens: this is on its hot path)."""
+        now = self.E.now
+        if now > self.t_last:  # (touch: nothing to add at the same instant)
+            self.touch(now)
+        reserve = a.reserve
+        if reserve > a.units:
+            self.reserved_out -= reserve - a.units
+        used = self.used = self.used + (new_units - a.units)
+        a.units = new_units
+        if reserve > new_units:
+            self.reserved_out += reserve - new_units
+        if used > self.max_used:
+            self.max_used = used
+        if used + self.cached > self.cap and self.entries:
+            self.make_room()
+
+    @property
+    def batches_growths(self) -> bool:
+        """Whether `grow_holds` may apply several growths at once: eviction in release order, no spill
+        and no reservation held, so that evicting once for all of them takes what evicting after each
+        would (whole blocks from the oldest entries) and each fits if their sum does."""
+        return not self.evict_by and self.spill is None and not self.reserve_held
+
+    def grow_holds(self, growths: list) -> None:
+        """Several holds' growths, (allocation, new units) in order, each fitting after the ones
+        before it (`batches_growths`): what `grow_hold` one after the other gives, with one eviction."""
+        now = self.E.now
+        if now > self.t_last:
+            self.touch(now)
+        for a, new_units in growths:
+            reserve = a.reserve
+            if reserve > a.units:
+                self.reserved_out -= reserve - a.units
+            self.used += new_units - a.units
+            a.units = new_units
+            if reserve > new_units:
+                self.reserved_out += reserve - new_units
+        self.grows += len(growths)
+        used = self.used
+        if used > self.max_used:
+            self.max_used = used
+        if used + self.cached > self.cap and self.entries:
+            self.make_room()
+
     def to_lease(self, a: Alloc) -> None:
         """A lease is allocation only: its unallocated reservation no longer counts."""
         if a.reserve > a.units:
@@ -290,31 +338,36 @@ class PoolMember:
                                key=lambda e: (keys(E, e.attrs, e.units, 1.0 if e.serial in queued else 0.0), e.seq))
             else:
                 order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs, e.units, 0.0), e.seq))
-        else:  # release order: the entries' own (a dict keeps it); taken one at a time, oldest first
-            order = _oldest_first(self.entries)
-        for e in order:
-            if self.used + self.cached <= self.cap:
-                break
-            # block by block from the entry's tail until the allocations and the cache fit (an entry
-            # without blocks goes whole): min(units, the whole blocks covering the excess)
-            over = self.used + self.cached - self.cap
-            if self.block is not None:
-                taken = min(e.units, math.ceil(over / self.bs) * self.bs)
-            else:
-                taken = e.units
-            e.units -= taken
-            self.cached -= taken
-            self.evicted_units += taken
-            self.evicted_total += taken
-            if self.spill is not None and taken > 0.0:
-                E.spill(self, e, taken)  # what left this entry, written to the tier at once
-            if e.units <= 0.0:
-                self.evicted_entries += 1
-                del self.entries[e.seq]
-                if not e.dead and self.live.get(e.serial) is e:
-                    del self.live[e.serial]
+            for e in order:
+                if self.used + self.cached <= self.cap:
+                    break
+                self._evict_from(e)
+        else:  # release order: the entries' own (a dict keeps it); the oldest, again, until they fit
+            entries = self.entries
+            while entries and self.used + self.cached > self.cap:
+                self._evict_from(next(iter(entries.values())))
         if self.cached < 1e-9:
             self.cached = 0.0 if not self.entries else self.cached
+
+    def _evict_from(self, e: Entry) -> None:
+        """Block by block from the entry's tail until the allocations and the cache fit (an entry
+        without blocks goes whole): min(units, the whole blocks covering the excess)."""
+        over = self.used + self.cached - self.cap
+        if self.block is not None:
+            taken = min(e.units, math.ceil(over / self.bs) * self.bs)
+        else:
+            taken = e.units
+        e.units -= taken
+        self.cached -= taken
+        self.evicted_units += taken
+        self.evicted_total += taken
+        if self.spill is not None and taken > 0.0:
+            self.E.spill(self, e, taken)  # what left this entry, written to the tier at once
+        if e.units <= 0.0:
+            self.evicted_entries += 1
+            del self.entries[e.seq]
+            if not e.dead and self.live.get(e.serial) is e:
+                del self.live[e.serial]
 
     def waiting_sessions(self) -> set:
         """`waiting` in an eviction key: the sessions with a hold waiting for admission to this member,
@@ -352,13 +405,6 @@ class PoolMember:
             "spills": self.spills,
             "leases_expired": self.leases_expired,
         }
-
-
-def _oldest_first(entries: dict):
-    """The entries in release order, without copying them: the loop that takes this stops (or
-    deletes the entry it was given) before asking for the next."""
-    while entries:
-        yield next(iter(entries.values()))
 
 
 def _div(a: float, b: float):

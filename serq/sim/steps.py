@@ -23,7 +23,10 @@ residents or a waiting queue it admits plans an iteration:
 
 The planner keeps the batch's aggregates (`b_tok`, `b_pre`, `b_dec`, `b_kvd`,
 `b_kvp`, `b_att`) as it schedules, so `execute` and the claims read them without
-another pass.
+another pass. Under the default schedule the decoding residents that need nothing
+but their token are the stage's decode group (serq/sim/decode_group.py): served as
+a count and moved by a clock, each looked at only when its next token grows its
+hold or ends its run, with the same results as serving them one by one.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ import math
 from bisect import insort
 from dataclasses import dataclass, field
 
+from serq.sim import decode_group
+from serq.sim.decode_group import NOT_A_MEMBER, DecodeGroup, admission, remove_sorted, serve_grouped
 from serq.sim.errors import RunError
 from serq.sim.pools import check_amount
 from serq.sim.rng import DrawError
@@ -40,15 +45,16 @@ from serq.sim.stages import AT_STAGE, StageMember
 # iteration statements, compiled
 SERVE, ADMIT, BRANCH, SET = range(4)
 
-
-def _adm(J) -> int:
-    return J.adm
+# The decode group (serq/sim/decode_group.py) under the default schedule; False: every iteration
+# walks its residents one by one (the tests compare the two).
+DECODE_GROUPS = True
 
 
 class Job:
     """A resident's run: its thread, the tokens left, its mode, the hold it grows, its place."""
 
-    __slots__ = ("T", "S", "rem", "dec", "alloc", "adm", "sched", "gone", "stall", "t0")
+    __slots__ = ("T", "S", "rem", "dec", "alloc", "adm", "sched", "gone", "stall", "t0", "frac", "since", "kv",
+                 "due")
 
     def __init__(self, T, rem: float, dec: bool, alloc, adm: int, t0: float) -> None:
         self.T = T
@@ -61,6 +67,13 @@ class Job:
         self.gone = False
         self.stall = None  # the pool its last growth could not get (preempt none)
         self.t0 = t0
+        # it grows a pool that does not allocate whole blocks of a whole size (StepStage.n_frac)
+        self.frac = alloc is not None and not alloc.member.whole_blocks
+        # in the decode group: the group clock its stored state is right at (else NOT_A_MEMBER),
+        # its kv_decode share, the clock it is due at (0: none)
+        self.since = NOT_A_MEMBER
+        self.kv = 0.0
+        self.due = 0
 
 
 @dataclass
@@ -123,6 +136,11 @@ class StepStage(StageMember):
         self.loc = loc
         self.spec: StepSpec | None = None
         self.res: list = []  # residents (jobs), in admission order
+        self.attn: list = []  # the residents outside the decode group, in admission order
+        self.group = DecodeGroup()
+        self.grouped = False  # the iteration planned or run serves with the decode group
+        self.n_walked = 0  # with the group: the batch's jobs the serving walk appended (before admissions)
+        self.n_frac = 0  # residents whose growing pool allocates other than whole blocks (no group then)
         self.admits: list = []  # pool members whose queues it admits, in declaration order
         self.regs: dict = {}  # registers (one dict for the run: compiled code refers to it)
         self.busy = False
@@ -179,7 +197,14 @@ class StepStage(StageMember):
     def n_busy(self) -> float:
         return float(len(self.res))
 
+    def sync(self) -> None:
+        """The decode group's members' true state in their fields, for a reader of positions,
+        remaining tokens or session token counts (`decode_group.materialize`)."""
+        if self.group.jobs:
+            decode_group.sync(self)
+
     def work_left(self) -> float:
+        self.sync()
         return math.fsum(J.rem for J in self.res)
 
     def nres(self) -> float:
@@ -191,6 +216,7 @@ class StepStage(StageMember):
     def kvd(self) -> float:
         """running.kv_decode: the KV the decoding residents hold, in whole blocks of their growing
         pools (the blocks covering each one's position; no block: the position; no growing pool: 0)."""
+        self.sync()
         return math.fsum(J.alloc.member.up(J.alloc.pos) for J in self.res if J.dec and J.alloc is not None)
 
     def kvp(self) -> float:
@@ -225,6 +251,7 @@ class StepStage(StageMember):
     def demand(self) -> float:
         """The tokens the residents could take with an unlimited budget: one per decode with work
         left, the remaining prompt up to the chunk per prefill."""
+        self.sync()
         c = self.chunk
         total = 0.0
         for J in self.res:
@@ -256,7 +283,14 @@ class StepStage(StageMember):
         if not res or res[-1].adm < adm:
             res.append(J)
         else:
-            insort(res, J, key=_adm)
+            insort(res, J, key=admission)
+        attn = self.attn
+        if not attn or attn[-1].adm < adm:
+            attn.append(J)
+        else:
+            insort(attn, J, key=admission)
+        if J.frac:
+            self.n_frac += 1
         if len(res) > self.max_res:
             self.max_res = len(res)
         T.state = AT_STAGE
@@ -273,16 +307,36 @@ class StepStage(StageMember):
             return
         self.touch(self.E.now)
         T.job = None
+        if J.since != NOT_A_MEMBER:
+            G = self.group
+            served = self.planning and J.adm <= G.mark
+            kv = J.kv
+            decode_group.leave(self, J, False)
+            if served:  # unserve, for a member: its token back
+                self.budget += 1.0
+                self.b_tok -= 1.0
+                self.b_dec -= 1.0
+                if G.kv_in:
+                    self.b_kvd -= kv
+        else:
+            remove_sorted(self.attn, J)
         J.gone = True
-        self.res.remove(J)
+        remove_sorted(self.res, J)
+        if J.frac:
+            self.n_frac -= 1
         if J.sched > 0.0 and self.planning:
             self.unserve(J)
-            self.batch.remove(J)
+            batch = self.batch
+            i = batch.index(J)
+            del batch[i]
+            if i < self.n_walked:
+                self.n_walked -= 1
 
     def victim(self, m):
         """The preemption victim on `m`, whose memory this stage is: among the residents holding it,
         the least preempt keys (decoding, position, admission: the place in the residents' order),
-        ties to the one admitted last. None when no resident holds it."""
+        ties to the one admitted last. None when no resident holds it. (The engine's choose_victim
+        has synced the decode group: the positions are true.)"""
         cands = []
         for J in self.res:
             a = J.alloc
@@ -340,7 +394,14 @@ class StepStage(StageMember):
                 raise E.located(e, None, self.loc) from None
             if spec.body is None and not spec.exclusive:
                 if spec.keys is None:
-                    self._serve_in_order()
+                    if DECODE_GROUPS and not self.n_frac:
+                        self.grouped = True
+                        serve_grouped(self)
+                    else:
+                        self.grouped = False
+                        if self.group.jobs:
+                            decode_group.disband(self)
+                        self._serve_in_order()
                 else:
                     self.serve(None)
                 if self.n_pre == 0 and self.budget > 0.0:
@@ -362,6 +423,8 @@ class StepStage(StageMember):
             for J in self.batch:
                 J.sched = 0.0
             self.batch = []
+            self.group.mark = 0  # (no member was served: with no token scheduled, none is left)
+            self.group.kv_in = False
             return False
         # an iteration: its time over the batch
         try:
@@ -585,28 +648,27 @@ class StepStage(StageMember):
     def grow(self, J, a, m, target: float, new_units: float) -> bool:
         """Grow a resident's hold to `new_units`; with `preempt by`, take victims until it fits or the
         grower itself is taken (then the iteration's serving ends). False: not served."""
-        E = self.E
         m.grows += 1
         if not m.preempt_by:
             if m.fits_growth(a, new_units):
-                m.resize(a, new_units)
-                m.make_room()
+                m.grow_hold(a, new_units)
                 J.stall = None
                 return True
             if J.stall is not m:
                 m.grow_waits += 1
             J.stall = m
             return False
-        T = J.T
-        while not m.fits_growth(a, new_units):
-            victim = E.choose_victim(m)
-            self.n_pre += 1
-            E.preempt(victim, m)
-            if victim.frame.thread is T:
-                self.stop_serve = True
-                return False
-        m.resize(a, new_units)
-        m.make_room()
+        if not m.fits_growth(a, new_units):
+            E = self.E
+            T = J.T
+            while not m.fits_growth(a, new_units):
+                victim = E.choose_victim(m)
+                self.n_pre += 1
+                E.preempt(victim, m)
+                if victim.frame.thread is T:
+                    self.stop_serve = True
+                    return False
+        m.grow_hold(a, new_units)
         return True
 
     def head(self):
@@ -706,8 +768,15 @@ class StepStage(StageMember):
         batch = self.batch
         self.batch = []
         if self.spec.keys is not None or self.spec.body is not None:
-            batch.sort(key=_adm)
+            batch.sort(key=admission)
         t0 = self.t_start
+        # the decode group's token: one to each member, applied by the clock (decode_group.materialize)
+        G = self.group
+        G.clock += 1
+        G.t0 = t0
+        G.mark = 0
+        G.kv_in = False
+        joining = self.grouped
         for J in batch:
             if J.gone:
                 continue
@@ -731,9 +800,15 @@ class StepStage(StageMember):
                 E.prefill_token(J.S, t0, now)
             if rem <= 0.0:
                 self.finish(J, now)
+            elif joining and J.dec:
+                decode_group.try_join(self, J)
 
     def finish(self, J, now: float) -> None:
-        self.res.remove(J)
+        """A resident's run is done (never a decode group member: its last token is visited)."""
+        remove_sorted(self.res, J)
+        remove_sorted(self.attn, J)
+        if J.frac:
+            self.n_frac -= 1
         J.gone = True
         T = J.T
         T.job = None
@@ -748,8 +823,9 @@ class StepStage(StageMember):
             self.records.append(IterationRecord(
                 self.t_start, self.b_tok, self.b_pre, self.b_dec, float(len(self.res)), self.b_kvd, self.b_kvp,
                 self.b_att, self.demand(), self.served_total, float(E.n_arrived), self.n_pre, self.n_adm,
-                tuple(((J.S.trace_no if J.S.trace_no is not None else J.S.serial, J.S.turns - 1), J.sched)
-                      for J in self.batch if not J.gone),
+                tuple(((J.S.trace_no if J.S.trace_no is not None else J.S.serial, J.S.turns - 1),
+                       1.0 if J.since != NOT_A_MEMBER else J.sched)
+                      for J in (decode_group.scheduled_jobs(self) if self.grouped else self.batch) if not J.gone),
                 tuple((m.label, m.cap - m.used, m.evicted_total) for m in self.memory_pools())))
         k = self.n_iter
         for cs in self.claims:

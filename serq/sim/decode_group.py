@@ -1,0 +1,421 @@
+"""The decode group of a step stage: the decoding residents whose iteration is only their token.
+
+Under the default schedule (`advance running` in admission order: no serve keys, no iteration
+body, no exclusive prefill) most residents of a busy engine are decodes whose next token grows
+nothing, changes nothing of `batch.kv_decode` and ends nothing: one token each, the same every
+iteration. Serving them one by one and then applying each one's token was most of the engine's
+time (issue 15), so the stage keeps them together as its decode group:
+
+- A member's stored state (its hold's position, its run's `remaining`, its session's output
+  counts and last-token start) is right as of the group clock `J.since`. The clock counts the
+  iterations the group advanced; the true state is the stored one moved by `clock - J.since`
+  tokens, written back by `materialize` whenever something else is about to read it (the
+  stage's own observables, a preemption, the run's end) and when the member leaves.
+- Each member is due for attention at a clock of its own (`due_at` finds the members due): the
+  iteration whose token crosses its allocation or its block (it grows, or its kv_decode share
+  changes) or is its last (its run ends, which the iteration's end does in order). Until then the
+  group serves it without looking at it; when it is due the walk visits it in its place, and the
+  growths of the members it visits are applied together (`PoolMember.grow_holds`) before anything
+  else touches the pool.
+- The walk (`serve_grouped`) visits, in admission order, the residents outside the group and the
+  members that are due; the members between two visits are served as a count, one token each
+  while the budget lasts, exactly as the one-by-one walk (`StepStage._serve_in_order`) serves
+  them. A member the budget does not reach leaves the group unserved.
+
+What makes a move by k tokens at once the same as k moves by one, and the members' kv shares
+add up to the same sum in any order: a member's position and remaining are whole numbers, and
+every resident's growing pool (when the stage takes this path) allocates whole blocks of a whole
+size (`StepStage.n_frac` counts the residents for which that does not hold; one of them sends the
+stage down the one-by-one walk). A member is its session's main thread, without legs, so only the
+stage changes its session's token counts while it is resident.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right, insort
+from math import ceil
+from operator import attrgetter
+
+NOT_A_MEMBER = -1
+ALL_SERVED = float("inf")  # `mark` once the walk is done: every member is in the iteration
+
+
+admission = attrgetter("adm")  # a job's admission number: the key of the residents' order
+
+
+class DecodeGroup:
+    """A step stage's decode group (the module's docstring says what it keeps and why)."""
+
+    __slots__ = ("jobs", "adms", "kv", "clock", "t0", "due_at", "mark", "kv_in")
+
+    def __init__(self) -> None:
+        self.jobs: list = []  # the members, in admission order
+        self.adms: list = []  # their admission numbers, for bisect
+        self.kv = 0.0  # the members' kv_decode shares, summed
+        self.clock = 0  # the iterations the group advanced (one token to every member)
+        self.t0 = 0.0  # the start of the last of them (the members' last-token start)
+        self.due_at: dict = {}  # clock -> the members due at the iteration planned then (`J.due`)
+        # the members admitted at or before `mark` are in the iteration being planned or run (0:
+        # none yet; ALL_SERVED after the walk): its token is theirs, and if one leaves the stage
+        # while the iteration is planned, the token returns to the budget
+        self.mark = 0
+        self.kv_in = False  # the members' kv shares are in the batch's `b_kvd` (after the walk)
+
+    def due(self, J, clock: int) -> None:
+        """J needs attention at the iteration planned at `clock` (always a later one: every plan
+        takes the members due at its clock, and the clock moves by one an iteration)."""
+        J.due = clock
+        members = self.due_at.get(clock)
+        if members is None:
+            self.due_at[clock] = [J]
+        else:
+            members.append(J)
+
+    def visits(self, attn: list) -> list:
+        """The residents the walk visits, in admission order: those outside the group (`attn`) and
+        the members due now (no longer due: the walk attends to them)."""
+        due = self.due_at.pop(self.clock, None)
+        if due is None:
+            return attn[:]
+        for J in due:
+            J.due = 0
+        if len(due) > 1:
+            due.sort(key=admission)
+        if not attn:
+            return due
+        out = []
+        i = 0
+        for J in due:
+            while i < len(attn) and attn[i].adm < J.adm:
+                out.append(attn[i])
+                i += 1
+            out.append(J)
+        out.extend(attn[i:])
+        return out
+
+
+def services_left(J, pos: float, rem: float) -> float:
+    """How many iterations in a row, from the next, the group can serve J without looking at it,
+    when its position is `pos` and its remaining `rem`: its tokens until the one that passes its
+    allocation or its block, and short of its last."""
+    last = rem - 1.0
+    a = J.alloc
+    if a is None:
+        return last
+    limit = a.member.up(pos + 1.0)
+    if a.units < limit:
+        limit = a.units
+    n = limit - pos
+    return n if n < last else last
+
+
+def _whole(v) -> bool:
+    return v % 1.0 == 0.0  # (False for inf and NaN; works for ints and floats alike)
+
+
+def materialize(st, J) -> None:
+    """Write a member's true state into its fields (it stays a member)."""
+    G = st.group
+    k = G.clock - J.since
+    a = J.alloc
+    if k:
+        J.since = G.clock
+        J.rem -= float(k)
+        if a is not None:
+            a.pos += float(k)
+            a.advanced = True
+        S = J.S
+        S.out_tokens += k
+        S.ndec += k
+        S.last_start = G.t0
+    if a is not None:
+        # what the one-by-one walk leaves: the position its token will reach while an iteration has
+        # it, else where it is
+        a.req = a.pos + 1.0 if J.adm <= G.mark else a.pos
+
+
+def sync(st) -> None:
+    """Every member's true state in its fields, for a reader outside the group's bookkeeping."""
+    for J in st.group.jobs:
+        materialize(st, J)
+
+
+def try_join(st, J) -> None:
+    """At an iteration's end, after J's token: J joins the group if it may and it would be served
+    at least once before it is due."""
+    S = J.S
+    if J.T is not S or S.legs_live or not S.ndec or S.first_token is None:
+        return
+    rem = J.rem
+    if not _whole(rem):
+        return
+    a = J.alloc
+    pos = 0.0
+    if a is not None:
+        pos = a.pos
+        if a.req != pos or not _whole(pos):
+            return
+    n = services_left(J, pos, rem)
+    if n < 1.0:
+        return
+    G = st.group
+    remove_sorted(st.attn, J)
+    i = bisect_left(G.adms, J.adm)
+    G.adms.insert(i, J.adm)
+    G.jobs.insert(i, J)
+    kv = a.member.up(pos + 1.0) if a is not None else 0.0
+    G.kv += kv
+    J.kv = kv
+    J.since = G.clock
+    G.due(J, G.clock + int(n))
+
+
+def leave(st, J, to_attention: bool) -> None:
+    """J leaves the group, its true state written back; `to_attention`: it stays a resident."""
+    G = st.group
+    materialize(st, J)
+    adms = G.adms
+    i = bisect_left(adms, J.adm)
+    jobs = G.jobs
+    while jobs[i] is not J:
+        i += 1
+    del adms[i]
+    del jobs[i]
+    if J.due:
+        G.due_at[J.due].remove(J)
+        J.due = 0
+    G.kv -= J.kv
+    J.kv = 0.0
+    J.since = NOT_A_MEMBER
+    if to_attention:
+        insort(st.attn, J, key=admission)
+
+
+def disband(st) -> None:
+    """Every member back among the residents the walk visits (the one-by-one walk is next)."""
+    for J in st.group.jobs[:]:
+        leave(st, J, True)
+
+
+def leave_unserved(st) -> None:
+    """The members the walk did not reach (the budget ran out, or the serving ended) leave the group:
+    this iteration does not move them."""
+    G = st.group
+    i = bisect_right(G.adms, G.mark)
+    for J in G.jobs[i:]:
+        leave(st, J, True)
+
+
+def serve_grouped(st) -> None:
+    """`advance running` in admission order, as `StepStage._serve_in_order` does it, with the decode
+    group: the walk visits the residents outside the group and the members due now; the members in
+    between are served as a count. The batch's sums take the same additions in the same order (the
+    members' kv shares, whole numbers, at the end), so every value is the one-by-one walk's."""
+    G = st.group
+    visits = G.visits(st.attn)
+    clock = G.clock
+    adms = G.adms
+    due_at = G.due_at
+    G.mark = 0
+    budget = st.budget
+    append = st.batch.append
+    n = 0.0  # decodes served since the batch's sums were last brought up to date (as the walk's)
+    kvd = 0.0  # their kv shares, the members' excepted
+    # members' growths that fit, not yet applied: `growing.grow_holds` applies them before anything
+    # else reads or changes the pool (PoolMember.batches_growths says when that gives the same)
+    growing = None
+    growths: list = []
+    grown = 0.0
+    ended = False
+    for J in visits:
+        if J.sched > 0.0 or J.gone:
+            continue
+        # the members before J that the walk has not reached: each takes one token while the
+        # budget lasts
+        i0 = bisect_right(adms, G.mark)
+        i1 = bisect_left(adms, J.adm)
+        if i1 > i0:
+            count = i1 - i0
+            if budget >= count:
+                budget -= count
+                n += count
+                G.mark = adms[i1 - 1]
+            else:
+                budget, n, ended = _budget_ends_among(st, i0, i1, budget, n, kvd)
+                kvd = 0.0
+                if ended:
+                    break
+        if J.since != NOT_A_MEMBER:  # a member due for attention
+            # (its true state read, not written back: nothing else reads it here, and a preemption
+            # that the growth makes syncs the group first)
+            behind = clock - J.since
+            rem = J.rem - behind
+            if budget >= 1.0 and rem > 1.0:
+                a = J.alloc
+                if a is None:
+                    left = rem - 2.0
+                else:
+                    t = a.pos + behind + 1.0
+                    bs = a.member.bs  # (a member's pool allocates whole blocks: up(x) is this)
+                    kv = ceil(t / bs) * bs
+                    if t > a.units:
+                        st.budget = budget
+                        st.b_tok += n  # (st._add_decodes(n, kvd), written out)
+                        st.b_dec += n
+                        st.b_kvd += kvd
+                        n = kvd = 0.0
+                        m = a.member
+                        # (fits_growth, after the pending growths)
+                        if (growing is m or (growing is None and m.batches_growths)) \
+                                and m.used + grown + (kv - a.units) <= m.cap:
+                            growing = m
+                            grown += kv - a.units
+                            growths.append((a, kv))
+                        else:
+                            if growths:
+                                growing.grow_holds(growths)
+                                growing, growths, grown = None, [], 0.0
+                            if m.preempt_by and m.fits_growth(a, kv):  # StepStage.grow when no one is preempted
+                                m.grows += 1
+                                m.grow_hold(a, kv)
+                            elif not st.grow(J, a, m, t, kv):
+                                budget = st.budget
+                                if st.stop_serve:
+                                    ended = True
+                                    break
+                                leave(st, J, True)  # its growth did not fit: not served, out of the group
+                                continue
+                            else:
+                                budget = st.budget
+                        units = kv
+                    else:
+                        units = a.units
+                    G.kv += kv - J.kv
+                    J.kv = kv
+                    # services_left(J, t, rem - 1), written out
+                    limit = ceil((t + 1.0) / bs) * bs
+                    if units < limit:
+                        limit = units
+                    left = limit - t
+                    if rem - 2.0 < left:
+                        left = rem - 2.0
+                # its next visit, counted from the iteration after this one (G.due, written out)
+                due = J.due = clock + 1 + int(left)
+                members = due_at.get(due)
+                if members is None:
+                    due_at[due] = [J]
+                else:
+                    members.append(J)
+                budget -= 1.0
+                n += 1.0
+                G.mark = J.adm
+                continue
+            # its last token, or the budget is short of a token: it is visited as any resident
+            leave(st, J, True)
+        if J.dec and budget >= 1.0 and J.rem > 0.0:
+            a = J.alloc
+            if a is not None:
+                t = a.pos + 1.0
+                m = a.member
+                kv = m.up(t)
+                if t > a.units:
+                    st.budget = budget
+                    st._add_decodes(n, kvd)
+                    n = kvd = 0.0
+                    if growths:
+                        growing.grow_holds(growths)
+                        growing, growths, grown = None, [], 0.0
+                    ok = st.grow(J, a, m, t, kv)
+                    budget = st.budget
+                    if not ok:
+                        if st.stop_serve:
+                            ended = True
+                            break
+                        continue
+                a.req = t
+                kvd += kv
+            J.sched = 1.0
+            budget -= 1.0
+            append(J)
+            n += 1.0
+            continue
+        st.budget = budget
+        st._add_decodes(n, kvd)
+        n = kvd = 0.0
+        if budget <= 0.0 or st.stop_serve:
+            ended = True
+            break
+        if growths:
+            growing.grow_holds(growths)
+            growing, growths, grown = None, [], 0.0
+        st.serve_one(J)
+        budget = st.budget
+    if growths:
+        growing.grow_holds(growths)
+    if not ended:
+        i0 = bisect_right(adms, G.mark)
+        i1 = len(adms)
+        if i1 > i0:  # the members after the last visit
+            count = i1 - i0
+            if budget >= count:
+                budget -= count
+                n += count
+                G.mark = adms[i1 - 1]
+            else:
+                budget, n, ended = _budget_ends_among(st, i0, i1, budget, n, kvd)
+                kvd = 0.0
+        st.budget = budget
+        st._add_decodes(n, kvd)
+    leave_unserved(st)
+    st.n_walked = len(st.batch)
+    st.b_kvd += G.kv
+    G.kv_in = True
+    G.mark = ALL_SERVED
+
+
+def _budget_ends_among(st, i0: int, i1: int, budget: float, n: float, kvd: float):
+    """The budget runs out among the members i0..i1-1: the first floor(budget) take a token; at the
+    next the walk brings the batch's sums up to date and, with nothing left, ends the serving;
+    with a fraction of a token left, the members it cannot serve are passed over (they leave the
+    group) and the walk goes on. Returns (budget, n, ended) with the sums brought up to date."""
+    G = st.group
+    served = int(budget) if budget >= 1.0 else 0
+    if served:
+        budget -= served
+        n += served
+        G.mark = G.adms[i0 + served - 1]
+    st.budget = budget
+    st._add_decodes(n, kvd)
+    if budget <= 0.0 or st.stop_serve:
+        return budget, 0.0, True
+    for J in G.jobs[i0 + served:i1]:
+        leave(st, J, True)
+    return budget, 0.0, False
+
+
+def scheduled_jobs(st) -> list:
+    """The iteration's batch in the one-by-one walk's order: the residents it served (the walked
+    part of the batch and the members, in admission order), then the ones it admitted."""
+    batch = st.batch
+    walked = st.n_walked
+    members = st.group.jobs
+    out = []
+    i = j = 0
+    head = batch[:walked]
+    while i < len(head) or j < len(members):
+        if j >= len(members) or (i < len(head) and head[i].adm < members[j].adm):
+            out.append(head[i])
+            i += 1
+        else:
+            out.append(members[j])
+            j += 1
+    out.extend(batch[walked:])
+    return out
+
+
+def remove_sorted(jobs: list, J) -> None:
+    """Take J out of a list of jobs in admission order (a bisection, not a scan)."""
+    i = bisect_left(jobs, J.adm, key=admission)
+    while jobs[i] is not J:
+        i += 1
+    del jobs[i]
