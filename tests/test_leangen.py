@@ -171,6 +171,55 @@ SCRIPTED_ANSWERS = {
 }
 
 
+SANDBOX = REPO / "examples" / "multi-turn" / "shared_sandbox.sq"
+
+# examples/multi-turn/shared_sandbox.sq by hand: a model call takes 2 on the fifo(1) model (arrival
+# order), a tool call 3 in the sandbox of cap 1 (fifo queue). Turn 1 of s0, s1, s2 runs 0-2, 2-4,
+# 4-6. s0 holds the sandbox 2-5; s1 (asks at 4) gets it at 5, and its tool ends at 8 as s0's second
+# model call (6-8) does: s1's timer was set first (at 5, s0's at 6), so s1 releases, submits turn 2
+# and queues at the busy model first; the sandbox goes to s2 (waiting since 6) at 8, then s0's model
+# call ends, the model takes s1 (8-10), and s0 asks for the sandbox behind s2. And so on:
+SANDBOX_ANSWERS = {
+    0: [(0, 1, 0, 2), (0, 2, 5, 8), (0, 3, 14, 16)],
+    1: [(1, 1, 0, 4), (1, 2, 8, 10), (1, 3, 17, 19)],
+    2: [(2, 1, 0, 6), (2, 2, 11, 13), (2, 3, 20, 22)],
+}
+SANDBOX_ADMITTED = {0: [2, 11], 1: [5, 14], 2: [8, 17]}  # the `sandbox_at` observations
+
+
+def test_kernel_recorded_run_of_pools_and_a_fifo_stage_is_the_hand_computed_one():
+    from serq.leangen.kernel import kernel_program, recorded
+    program = link_file(SANDBOX)
+    sessions = recorded(program, kernel_program(program, SANDBOX.parent))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == SANDBOX_ANSWERS
+    assert {s: [v for *_, v in r.observations] for s, r in enumerate(sessions)} == SANDBOX_ADMITTED
+
+
+def test_kernel_export_of_pools_and_a_fifo_stage():
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    r = CliRunner().invoke(main, ["lean", "export", str(SANDBOX)])
+    assert r.exit_code == 0, r.output
+    assert "stages := [(.fifo 1), .delay]" in r.output and "caps := [1]" in r.output
+    assert ".hold [⟨0, (.num 1)⟩] [" in r.output
+
+
+def test_kernel_export_of_queue_keys(tmp_path):
+    """A `queue by` pool's keys are its Lean value's `queueKeys`, `waited` among them; a fifo pool's are none."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f = tmp_path / "p.sq"
+    f.write_text("fn main() {\n  stage d : delay;\n  pool a { cap 2; queue by (serial % 2, waited); }\n  pool b { cap 3; }\n"
+                 "  workload { arrive batch(3); }\n  server { hold a (cost(a, 1)), b (cost(b, 2)) { run d (cost(d, 1)); } }\n}\n")
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "caps := [2, 3]" in r.output
+    assert "queueKeys := [[(.bin .mod (.attr 2) (.num 2)), .waited], []]" in r.output
+    assert ".hold [⟨0, (.num 1)⟩, ⟨1, (.num 2)⟩]" in r.output
+
+
 def test_kernel_export_of_a_delay_program():
     from click.testing import CliRunner
 
@@ -197,8 +246,10 @@ def test_kernel_recorded_run_is_the_hand_computed_one():
 
 
 @pytest.mark.parametrize("source, where, what", [
-    ("stage s : fifo;", "3:3", "stage `s` is `fifo(1)`"),
     ("stage s : ps(2);", "3:3", "stage `s` is `ps(…)`"),
+    ("stage s : fifo; pool kv { cap 8; block 2; }", "3:19", "`block` on pool `kv`"),
+    ("stage s : fifo; pool kv { cap 8; preempt lifo; }", "3:19", "preemption on pool `kv`"),
+    ("stage s : fifo; pool kv { cap inf; }", "3:19", "the cap inf of pool `kv`"),
 ])
 def test_kernel_export_refuses_what_is_outside_at_its_location(tmp_path, source, where, what):
     from click.testing import CliRunner
@@ -244,17 +295,20 @@ def test_kernel_binops_are_the_irs():
 
 
 @pytest.mark.lean
-def test_exported_kernel_program_runs_in_lean_as_computed_by_hand(tmp_path: Path):
+@pytest.mark.parametrize("example, answers", [(SCRIPTED, SCRIPTED_ANSWERS), (SANDBOX, SANDBOX_ANSWERS)],
+                         ids=["delay stages", "a pool and a fifo stage"])
+def test_exported_kernel_program_runs_in_lean_as_computed_by_hand(tmp_path: Path, example, answers):
     """The exported module elaborates, and the Lean interpreter's run of it is the hand-computed one."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
-    program = link_file(SCRIPTED)
-    text = render_kernel_module(kernel_program(program, SCRIPTED.parent), "Serq.Programs.Scripted")
-    answers = ", ".join(f"⟨{a}, {b}, {c}, {d}⟩" for a, b, c, d in reversed(SCRIPTED_ANSWERS[2]))
-    text = text.replace("end Serq.Programs.Scripted", (
-        f"theorem session_two : (runSession program 1000 2).answers = [{answers}] := by\n"
-        "  decide +kernel\n\nend Serq.Programs.Scripted"))
-    f = tmp_path / "Scripted.lean"
+    program = link_file(example)
+    text = render_kernel_module(kernel_program(program, example.parent), "Serq.Programs.Example")
+    theorems = "".join(
+        f"theorem session_{s} : (getThread (runProgram program 1000).threads {s}).answers = "
+        f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
+        for s, turns in answers.items())
+    text = text.replace("end Serq.Programs.Example", theorems + "end Serq.Programs.Example")
+    f = tmp_path / "Example.lean"
     f.write_text(text)
     r = compile_file(f)
     assert r.ok, [d.message for d in r.diagnostics]
@@ -262,13 +316,15 @@ def test_exported_kernel_program_runs_in_lean_as_computed_by_hand(tmp_path: Path
 
 # what `serq lean export` says of each example: the fragment it is in, or the first construct outside
 EXPORTED = {
-    "multi-turn/scripted_agent.sq": "Serq.Kernel", "oracle/vllm_request.sq": "Serq.Exec",
+    "multi-turn/scripted_agent.sq": "Serq.Kernel", "multi-turn/shared_sandbox.sq": "Serq.Kernel",
+    "oracle/vllm_request.sq": "Serq.Exec",
     "multi-turn/agent.sq": "is `ps(…)`", "single-turn/ps.sq": "is `ps(…)`", "single-turn/two_flows.sq": "is `ps(…)`",
-    "multi-turn/closed.sq": "is `fifo(1)`", "single-turn/claims.sq": "is `fifo(1)`",
-    "single-turn/fork_join.sq": "is `fifo(1)`", "single-turn/md1.sq": "is `fifo(1)`", "single-turn/mg1.sq": "is `fifo(1)`",
-    "single-turn/mg1_h2.sq": "is `fifo(1)`", "single-turn/mm1.sq": "is `fifo(1)`", "single-turn/mmc.sq": "is `fifo(3)`",
-    "single-turn/renewal.sq": "is `fifo(1)`",
-    "multi-turn/prefix_cache.sq": "pool `kv`", "single-turn/kv_pool.sq": "pool `reqs`",
+    "multi-turn/closed.sq": "`closed` arrivals", "single-turn/claims.sq": "gauge `busy_fraction`",
+    "single-turn/fork_join.sq": "`poisson` arrivals", "single-turn/md1.sq": "`poisson` arrivals",
+    "single-turn/mg1.sq": "`poisson` arrivals", "single-turn/mg1_h2.sq": "`poisson` arrivals",
+    "single-turn/mm1.sq": "`poisson` arrivals", "single-turn/mmc.sq": "`poisson` arrivals",
+    "single-turn/renewal.sq": "gauge `jobs`",
+    "multi-turn/prefix_cache.sq": "`block` on pool `kv`", "single-turn/kv_pool.sq": "`block` on pool `kv`",
     "multi-turn/vllm.sq": "not on the step clock",
     "multi-turn/vllm_replay.sq": "not expressible as vLLM settings", "scheduling/fastertransformer.sq": "not expressible",
     "scheduling/sjf.sq": "not expressible as vLLM settings",

@@ -14,12 +14,15 @@ them), in prefix form:
 
 * case: `id fuel program sessions (answers (4 each) observations (5 each))*`, each list as its
   length then its elements, newest first (as `Serq.Kernel.Expected`);
-* program: `attrs serialAt turnNoAt sessions init turnBlock session server`;
+* program: `attrs serialAt turnNoAt sessions init turnBlock session server stages caps keys`,
+  the stages as their count then each service (`0` delay, `1 c` fifo(c)), the caps as their
+  count then each, the pools' queue keys as their count then, per pool, its keys as a list of
+  expressions (empty: `queue fifo`);
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
-  `5 body` loop, `6` end, `7 stage w` run;
+  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units)ⁿ body` hold;
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
-  in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division.
+  in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited.
 
 Every reader takes fuel (a bound on the tokens it reads) and fails (`none`) on anything else,
 so an unreadable line is a verdict of its own, never a wrong answer.
@@ -91,7 +94,21 @@ def readExpr : Nat → List Nat → Option (Expr × List Nat)
     match readExpr f r with
     | some (a, d :: r) => some (.floorDiv a d, r)
     | _ => none
+  | _ + 1, 9 :: r => some (.waited, r)
   | _, _ => none
+
+/-- `count` pools of a hold, each as its pool's index and its units. -/
+def readHoldOns : Nat → Nat → List Nat → Option (List HoldOn × List Nat)
+  | 0, _, _ => none
+  | _ + 1, 0, r => some ([], r)
+  | f + 1, count + 1, pool :: r =>
+    match readExpr f r with
+    | some (u, r) =>
+      match readHoldOns f count r with
+      | some (hs, r) => some (⟨pool, u⟩ :: hs, r)
+      | none => none
+    | none => none
+  | _ + 1, _ + 1, [] => none
 
 /-- `count` statements. A statement with blocks reads each as its length then its statements. -/
 def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
@@ -146,12 +163,65 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
         | some (w, r) => rest (.run k w) r
         | none => none
       | [] => none
+    | 8 =>
+      match r with
+      | n :: r => match readHoldOns f n r with
+        | some (on, b :: r) => match readStmts f b r with
+          | some (body, r) => rest (.hold on body) r
+          | none => none
+        | _ => none
+      | [] => none
     | _ => none
   | _ + 1, _ + 1, [] => none
 
 def readBlock (f : Nat) : List Nat → Option (List Stmt × List Nat)
   | n :: r => readStmts f n r
   | [] => none
+
+def readServices : Nat → List Nat → Option (List Service × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, 0 :: r =>
+    match readServices n r with
+    | some (ss, r) => some (.delay :: ss, r)
+    | none => none
+  | n + 1, 1 :: c :: r =>
+    match readServices n r with
+    | some (ss, r) => some (.fifo c :: ss, r)
+    | none => none
+  | _ + 1, _ => none
+
+def readNats : Nat → List Nat → Option (List Nat × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, x :: r =>
+    match readNats n r with
+    | some (xs, r) => some (x :: xs, r)
+    | none => none
+  | _ + 1, [] => none
+
+/-- `count` expressions. -/
+def readExprs : Nat → Nat → List Nat → Option (List Expr × List Nat)
+  | 0, _, _ => none
+  | _ + 1, 0, r => some ([], r)
+  | f + 1, count + 1, r =>
+    match readExpr f r with
+    | some (e, r) =>
+      match readExprs f count r with
+      | some (es, r) => some (e :: es, r)
+      | none => none
+    | none => none
+
+/-- `count` lists of expressions, each as its length then its expressions. -/
+def readKeyLists : Nat → Nat → List Nat → Option (List (List Expr) × List Nat)
+  | 0, _, _ => none
+  | _ + 1, 0, r => some ([], r)
+  | f + 1, count + 1, n :: r =>
+    match readExprs f n r with
+    | some (ks, r) =>
+      match readKeyLists f count r with
+      | some (kss, r) => some (ks :: kss, r)
+      | none => none
+    | none => none
+  | _ + 1, _ + 1, [] => none
 
 def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
   | attrs :: serialAt :: turnNoAt :: sessions :: r =>
@@ -162,8 +232,18 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
         match readBlock f r with
         | some (session, r) =>
           match readBlock f r with
-          | some (server, r) => some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions⟩, r)
-          | none => none
+          | some (server, ns :: r) =>
+            match readServices ns r with
+            | some (stages, nc :: r) =>
+              match readNats nc r with
+              | some (caps, nk :: r) =>
+                match readKeyLists f nk r with
+                | some (keys, r) =>
+                  some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys⟩, r)
+                | none => none
+              | _ => none
+            | _ => none
+          | _ => none
         | none => none
       | none => none
     | none => none

@@ -9,8 +9,9 @@ observations it made, in the form of `Serq.Kernel.Expected`.
 
 The fragment (docs/lean.md, "The kernel fragment"): natural numbers; constants, attributes, `now`,
 `!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)` and `a % d` for a
-positive constant `d`; the statements turn, set, observe, branch, while, loop, end and run on a
-delay stage; `arrive batch(N)`.
+positive constant `d`; the statements turn, set, observe, branch, while, loop, end, run on a
+delay or a fifo(c) stage, and hold on pools of a finite cap with a `queue fifo` or `queue by`
+(keys over the attributes, `now` and `waited`); `arrive batch(N)`.
 """
 
 from __future__ import annotations
@@ -28,10 +29,11 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
           "le": "le", "gt": "gt", "ge": "ge", "and": "and", "or": "or"}
 
 #: The kernel fragment's statements, by IR kind.
-STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run")
+STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold")
 
 #: What the next increments of issue 13 bring (said when a program needs it).
-_LATER = "the kernel fragment has delay stages only so far (pools, fifo(c) and step engines come next)"
+_LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap so far "
+          "(caches, eviction, growth, preemption and step engines come next)")
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,10 @@ class KernelProgram:
     attributes: list[str]
     observes: list[str]  # the observe names, by first appearance: Lean's observation names are indices
     stages: list[str]
+    services: list[tuple]  # per stage: ("delay",) or ("fifo", c)
+    pools: list[str]
+    caps: list[int]
+    queue_keys: list[list[LExpr]]  # per pool: its `queue by` keys, none for `queue fifo`
     serial_at: int
     turn_no_at: int
     init: list[LStmt]
@@ -84,19 +90,15 @@ class _Lowering:
         self.attrs = [a.name for a in program.attributes]
         self.attr_at = {n: i for i, n in enumerate(self.attrs)}
         self.stages = [s.name for s in program.stages]
+        self.pools = [m.name for m in program.pools]
         self.observes: list[str] = []
+        self.waited_readable = False  # lowering a queue key, which may read `waited`
 
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
-        for pool in p.pools:
-            raise _outside(f"pool `{pool.name}`: {_LATER}", pool.at, base)
-        for stage in p.stages:
-            svc = stage.service
-            if not (isinstance(svc, ir.Ps) and isinstance(svc.capacity, ir.Ctx) and svc.capacity.var == "present"):
-                raise _outside(f"stage `{stage.name}` is `{_service_name(svc)}`: {_LATER}", stage.at, base)
-            if stage.count != 1:
-                raise _outside(f"stage family `{stage.name}[{stage.count}]`: the fragment indexes no member",
-                               stage.at, base)
+        caps = [self.pool(pool) for pool in p.pools]
+        queue_keys = [self.queue_keys(pool) for pool in p.pools]
+        services = [self.service(stage) for stage in p.stages]
         for gauge in p.gauges:
             raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
         w = p.workload
@@ -109,10 +111,50 @@ class _Lowering:
             if name not in self.attr_at:
                 raise _outside(f"the built-in attribute `{name}` is missing from the IR's attributes", None, base)
         return KernelProgram(
-            attributes=self.attrs, observes=self.observes, stages=self.stages,
+            attributes=self.attrs, observes=self.observes, stages=self.stages, services=services,
+            pools=self.pools, caps=caps, queue_keys=queue_keys,
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
             init=self.block(w.init), turn_block=self.block(w.turn), session=self.block(w.session),
             server=self.block(p.server), sessions=w.arrival.sessions, source=p.source or "")
+
+    def pool(self, pool: ir.Pool) -> int:
+        """A pool's cap, when the pool is in the fragment: one member, a finite whole cap, no blocks,
+        no preemption, no engine that admits it."""
+        where = pool.at, self.base
+        if pool.count != 1:
+            raise _outside(f"pool family `{pool.name}[{pool.count}]`: the fragment indexes no member", *where)
+        cap = pool.cap
+        if cap == "inf" or isinstance(cap, float) or cap < 0:
+            raise _outside(f"the cap {cap} of pool `{pool.name}`: the fragment's pools have a finite whole cap",
+                           *where)
+        for present, what in ((pool.block is not None, "`block`"),
+                              (pool.preempt.kind != "none", "preemption"), (pool.reserve_held, "`reserve held`"),
+                              (pool.spill is not None, "`spill`"), (pool.evict.kind != "lru", "`evict by`"),
+                              (pool.admit_via is not None or pool.memory_of is not None, "an engine's pool")):
+            if present:
+                raise _outside(f"{what} on pool `{pool.name}`: {_LATER}", *where)
+        return cap
+
+    def queue_keys(self, pool: ir.Pool) -> list[LExpr]:
+        """A pool's `queue by` keys (which may read `waited`), none for `queue fifo`."""
+        if pool.queue.kind != "by":
+            return []
+        self.waited_readable = True
+        try:
+            return [self.expr(k, pool.at) for k in pool.queue.keys]
+        finally:
+            self.waited_readable = False
+
+    def service(self, stage: ir.Stage) -> tuple:
+        svc = stage.service
+        if stage.count != 1:
+            raise _outside(f"stage family `{stage.name}[{stage.count}]`: the fragment indexes no member",
+                           stage.at, self.base)
+        if isinstance(svc, ir.Fifo):
+            return ("fifo", svc.servers)
+        if isinstance(svc, ir.Ps) and isinstance(svc.capacity, ir.Ctx) and svc.capacity.var == "present":
+            return ("delay",)
+        raise _outside(f"stage `{stage.name}` is `{_service_name(svc)}`: {_LATER}", stage.at, self.base)
 
     def block(self, body: list) -> list[LStmt]:
         return [self.stmt(s) for s in body]
@@ -137,18 +179,38 @@ class _Lowering:
             return LStmt("while", (self.expr(s.test, s.at),), (tuple(self.block(s.body)),))
         if k == "loop":
             return LStmt("loop", (), (tuple(self.block(s.body)),))
+        if k == "hold":
+            return self.hold(s)
         # run
         if len(s.stages) != 1 or s.mode is not None or s.growing is not None:
-            raise _outside("a run of the fragment names one delay stage", s.at, self.base)
+            raise _outside("a run of the fragment names one delay or fifo stage", s.at, self.base)
         ref = s.stages[0]
         if ref.index is not None:
             raise _outside(f"an indexed run on `{ref.stage}`", s.at, self.base)
-        work = s.work
-        if isinstance(work, ir.CostOf):
-            if work.resources != [ref.stage]:
-                raise _outside(f"a cost of {', '.join(work.resources)} run on `{ref.stage}`", s.at, self.base)
-            work = work.arg
-        return LStmt("run", (self.stages.index(ref.stage), self.expr(work, s.at)))
+        return LStmt("run", (self.stages.index(ref.stage), self.expr(self.cost(s.work, ref.stage, s.at), s.at)))
+
+    def hold(self, s: ir.HoldStmt) -> LStmt:
+        for present, what in ((s.reuse is not None, "`reuse`"), (s.cache is not None, "`cache`"),
+                              (s.lease is not None, "`lease`")):
+            if present:
+                raise _outside(f"a hold with {what}: {_LATER}", s.at, self.base)
+        on = []
+        for hp in s.pools:
+            if hp.pool.index is not None:
+                raise _outside(f"an indexed hold on `{hp.pool.pool}`", s.at, self.base)
+            if hp.reserve is not None:
+                raise _outside(f"a `reserve` on `{hp.pool.pool}`: {_LATER}", s.at, self.base)
+            on.append((self.pools.index(hp.pool.pool), self.expr(self.cost(hp.units, hp.pool.pool, s.at), s.at)))
+        return LStmt("hold", (tuple(on),), (tuple(self.block(s.body)),))
+
+    def cost(self, e, resource: str, at):
+        """A run's work or a hold's units without its `cost(resource, …)` (the fragment's units are
+        its resources' own)."""
+        if isinstance(e, ir.CostOf):
+            if e.resources != [resource]:
+                raise _outside(f"a cost of {', '.join(e.resources)} on `{resource}`", at, self.base)
+            return e.arg
+        return e
 
     def attribute(self, name: str, at) -> int:
         if name not in self.attr_at:
@@ -165,8 +227,11 @@ class _Lowering:
         if k == "attr":
             return LExpr("attr", (self.attribute(e.name, at),))
         if k == "ctx":
+            if e.var == "waited" and self.waited_readable:
+                return LExpr("waited")
             if e.var != "now":
-                raise _outside(f"the context variable `{e.var}`: the fragment reads `now` only", at, self.base)
+                raise _outside(f"the context variable `{e.var}`: the fragment reads `now` (and `waited` in a "
+                               "queue key) only", at, self.base)
             return LExpr("now")
         if k == "unary":
             if e.op != "not":
@@ -220,8 +285,8 @@ def lean_expr(e: LExpr) -> str:
         return f"(.num {a[0]})"
     if c == "attr":
         return f"(.attr {a[0]})"
-    if c == "now":
-        return ".now"
+    if c in ("now", "waited"):
+        return f".{c}"
     if c == "not":
         return f"(.not {lean_expr(a[0])})"
     if c == "bin":
@@ -249,6 +314,9 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
         return f".{c}"
     if c in ("set", "observe", "run"):
         return f".{c} {a[0]} {lean_expr(a[1])}"
+    if c == "hold":
+        on = ", ".join(f"⟨{pool}, {lean_expr(units)}⟩" for pool, units in a[0])
+        return f".hold [{on}] {lean_block(s.blocks[0], indent)}"
     if c == "branch":
         return f".branch {lean_expr(a[0])} {lean_block(s.blocks[0], indent)} {lean_block(s.blocks[1], indent)}"
     if c == "while":
@@ -258,9 +326,21 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     raise ValueError(c)
 
 
+def lean_queue_keys(kp: KernelProgram) -> str:
+    """The pools' queue keys as a Lean `List (List Expr)`."""
+    return "[" + ", ".join("[" + ", ".join(lean_expr(k) for k in keys) + "]" for keys in kp.queue_keys) + "]"
+
+
+def lean_services(kp: KernelProgram) -> str:
+    """The program's stages as a Lean `List Service`."""
+    return "[" + ", ".join(".delay" if s[0] == "delay" else f"(.fifo {s[1]})" for s in kp.services) + "]"
+
+
 def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
     from serq.leangen.fragment import environment
-    return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block)
+    return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block,
+                                                                       services=lean_services,
+                                                                       queue_keys=lean_queue_keys)
 
 
 # ------------------------------------------------------------------ what the interpreter recorded

@@ -16,7 +16,8 @@ from pathlib import Path
 
 from serq.ir import models as ir
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
-from serq.leangen.kernel import KernelProgram, SessionRecord, kernel_program, lean_block, recorded
+from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_queue_keys,
+                                 lean_services, recorded)
 
 #: The fuel of every case: a bound on the statements one block runs, loop rounds included. The
 #: kernel's cost is the statements actually run, not the fuel; a case that needs more fails (its
@@ -48,7 +49,8 @@ def render_kernel_batch(items: list[tuple[int, KernelCase, KernelObserved]], tit
     from serq.leangen.fragment import environment
     cases = [{"ident": case_ident(i), "program": obs.value, "expected": obs.sessions, "fuel": KERNEL_FUEL}
              for i, _, obs in items]
-    return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block)
+    return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block,
+                                                                   services=lean_services, queue_keys=lean_queue_keys)
 
 
 def check_kernel_in_lean(items: list[tuple[int, KernelCase, KernelObserved]], **options) -> list[Divergence]:
@@ -67,9 +69,11 @@ def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: 
 
 # ------------------------------------------------------------------ the compiled path
 #: `Serq.Kernel.BinOp`'s constructors in order: a binary operator's number on a case line.
-_OPCODES = ("add", "sub", "mul", "mod", "eq", "ne", "lt", "le", "gt", "ge", "and", "or")
-_EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min": 6, "max": 7, "floorDiv": 8}
-_STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7}
+_OPCODES = tuple(BINOPS.values())
+_EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min": 6, "max": 7, "floorDiv": 8,
+              "waited": 9}
+_STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7,
+              "hold": 8}
 
 
 def _expr_tokens(e, out: list) -> None:
@@ -90,6 +94,13 @@ def _block_tokens(block, out: list) -> None:
     out.append(len(block))
     for s in block:
         out.append(_STMT_TAGS[s.ctor])
+        if s.ctor == "hold":  # its pools as a list of (pool, units)
+            out.append(len(s.args[0]))
+            for pool, units in s.args[0]:
+                out.append(pool)
+                _expr_tokens(units, out)
+            _block_tokens(s.blocks[0], out)
+            continue
         for a in s.args:
             if isinstance(a, int):
                 out.append(a)
@@ -105,6 +116,16 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out = [case_id, fuel, len(p.attributes), p.serial_at, p.turn_no_at, p.sessions]
     for block in (p.init, p.turn_block, p.session, p.server):
         _block_tokens(block, out)
+    out.append(len(p.services))
+    for svc in p.services:
+        out.extend((0,) if svc[0] == "delay" else (1, svc[1]))
+    out.append(len(p.caps))
+    out.extend(p.caps)
+    out.append(len(p.queue_keys))
+    for keys in p.queue_keys:
+        out.append(len(keys))
+        for k in keys:
+            _expr_tokens(k, out)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         out.append(len(s.answers))

@@ -3,9 +3,13 @@
 `kernel_case(rng)` builds one from a `random.Random`; `kernel_cases()` is the Hypothesis strategy
 (one seed per case: a program is some 200 choices, and drawing each through Hypothesis cost
 ~20 ms a case where the compiled Lean path checks one in ~10 ms; the tests only generate, never
-shrink, so nothing is lost). A program is built as IR directly: random statement trees in the workload's init, turn and
-session blocks and in the server (set, observe, branch, bounded while and loop, end, run on a
-delay stage), random expressions over the attributes and `now`, one to four sessions of a batch.
+shrink, so nothing is lost). A program is built as IR directly: random statement trees in the
+workload's init, turn and session blocks and in the server (set, observe, branch, bounded while
+and loop, end, run on a delay stage or a fifo(c) stage, hold on a random subset of zero to three
+pools of small caps, in a random order), random expressions over the attributes and `now`, one
+to four sessions of a batch; a pool's queue is fifo or by keys of few values (ties are common).
+The sessions meet at the fifo stage and in the pools' queues, and a hold's units above its cap
+(refused) or reading `now` (judged at every try) happen on purpose.
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -33,7 +37,10 @@ SESSION_COUNTERS = ["c0", "c1"]        # a session loop's counter, one per nesti
 SERVER_VALUES = ["s0", "s1"]           # set by the server
 SERVER_COUNTERS = ["sc0", "sc1"]
 OBSERVES = ["o0", "o1", "o2"]
-STAGE = "d"
+STAGE = "d"  # a delay stage
+FIFO = "f"  # a fifo(c) stage, c from 1 to 2
+POOLS = ["p0", "p1", "p2"]  # the first 0 to 3 of them, each of a cap from 1 to 6
+UNITS = 4  # the most units a hold asks of a pool (some caps are below it)
 CAP = 1000  # the largest value a set or a work stores
 MAX_DEPTH = 3  # blocks nest at most this deep (the language allows 8)
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
@@ -48,8 +55,9 @@ def _bin(op: str, a, b) -> ir.Binary:
 
 
 class _Generator:
-    def __init__(self, rng: random.Random) -> None:
+    def __init__(self, rng: random.Random, pools: list[str]) -> None:
         self.rng = rng
+        self.pools = pools
 
     def expr(self, readable: list[str], depth: int = 2):
         r = self.rng
@@ -75,6 +83,16 @@ class _Generator:
             return ir.Cond(test=sub(), then=sub(), otherwise=sub())
         return ir.Unary(op="not", arg=sub())
 
+    def queue(self):
+        """A pool's queue: fifo, or by one or two keys over the workload's attributes, `now` and
+        `waited`, of few values, so that ties (broken by the order the holds joined) are common."""
+        r = self.rng
+        if r.randrange(2):
+            return ir.QueueFifo()
+        readable = BUILTINS[2:] + SESSION_VALUES
+        leaf = lambda: r.choice([ir.Attr(name=r.choice(readable)), ir.Ctx(var="waited"), ir.Ctx(var="now")])  # noqa: E731
+        return ir.QueueBy(keys=[_bin("mod", leaf(), _num(r.randint(2, 3))) for _ in range(r.randint(1, 2))])
+
     def guard(self, readable: list[str]):
         """A branch's or a while's test: 0 or 1, as the interpreter requires of a guard (any other
         value is the program's run-time error there, which the Lean model does not have)."""
@@ -96,7 +114,7 @@ class _Generator:
         readable = BUILTINS[2:] + SESSION_VALUES + SESSION_COUNTERS + ([] if session_side else SERVER_VALUES + SERVER_COUNTERS)
         kinds = ["set", "observe", "branch"]
         if side in ("session", "server"):
-            kinds += ["run", "run", "while", "loop"]
+            kinds += ["run", "run", "while", "loop"] + (["hold", "hold"] if self.pools else [])
         if side == "session":
             kinds += ["turn", "turn", "turn"]
         out: list = []
@@ -109,8 +127,16 @@ class _Generator:
             elif kind == "observe":
                 out.append(ir.ObserveStmt(name=r.choice(OBSERVES), value=self.expr(readable)))
             elif kind == "run":
-                work = ir.CostOf(resources=[STAGE], arg=ir.Call(fn="min", args=[self.expr(readable), _num(50)]))
-                out.append(ir.RunStmt(stages=[ir.StageRef(stage=STAGE)], work=work))
+                stage = r.choice([STAGE, FIFO])
+                work = ir.CostOf(resources=[stage], arg=ir.Call(fn="min", args=[self.expr(readable), _num(50)]))
+                out.append(ir.RunStmt(stages=[ir.StageRef(stage=stage)], work=work))
+            elif kind == "hold" and depth < MAX_DEPTH:
+                names = r.sample(self.pools, r.randint(1, len(self.pools)))
+                on = [ir.HoldPool(pool=ir.PoolRef(pool=n), units=ir.CostOf(
+                    resources=[n], arg=ir.Call(fn="min", args=[self.expr(readable, 1), _num(UNITS)]))) for n in names]
+                out.append(ir.HoldStmt(pools=on, body=self.block(side, depth + 1, 2)))
+            elif kind == "hold":
+                out.append(ir.ObserveStmt(name=r.choice(OBSERVES), value=self.expr(readable)))
             elif kind == "turn":
                 out.append(ir.TurnStmt())
             elif kind == "branch":
@@ -141,7 +167,8 @@ def _attributes() -> list[ir.Attribute]:
 def kernel_case(rng: random.Random) -> KernelCase:
     """One generated program. A counter a loop uses is set by no other statement: values and
     counters are apart by name, and every loop resets its own counter before it starts."""
-    g = _Generator(rng)
+    pools = POOLS[:rng.randint(0, len(POOLS))]
+    g = _Generator(rng, pools)
     init, turn = g.block("init"), g.block("turn")
     session = g.block("session", size=4)
     if not any(isinstance(x, ir.TurnStmt) for x in session):  # a session has a turn of its own
@@ -150,7 +177,9 @@ def kernel_case(rng: random.Random) -> KernelCase:
     program = ir.Program(
         source="kernel-drt",
         attributes=_attributes(),
-        stages=[ir.Stage(name=STAGE, service=ir.Ps(capacity=ir.Ctx(var="present")))],
+        stages=[ir.Stage(name=STAGE, service=ir.Ps(capacity=ir.Ctx(var="present"))),
+                ir.Stage(name=FIFO, service=ir.Fifo(servers=rng.randint(1, 2)))],
+        pools=[ir.Pool(name=n, cap=rng.randint(1, 6), queue=g.queue()) for n in pools],
         workload=ir.Workload(arrival=ir.Batch(sessions=rng.randint(1, 4)), init=init, turn=turn, session=session),
         server=server,
     )

@@ -17,6 +17,8 @@ import random
 import subprocess
 import sys
 import time
+from collections import deque
+from contextlib import contextmanager
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
@@ -28,6 +30,8 @@ from serq.ir.validate import validate
 from serq.leangen.kernel import recorded
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
                                      observe_kernel, run_compiled, write_kernel_reproducer)
+from serq.sim.engine import Engine
+from serq.sim.stages import FifoStage
 
 KERNEL_DRT_CASES = int(os.environ.get("SERQ_KERNEL_DRT_CASES", "300"))
 KERNEL_DRT_COMPILED = int(os.environ.get("SERQ_KERNEL_DRT_COMPILED", "10000"))
@@ -100,37 +104,113 @@ def _set_after_observe(body: list) -> list:
     return out
 
 
-PLANTED = {"while_runs_once": _while_runs_once, "set_after_observe": _set_after_observe}
+def _by_rewriting(rewrite):
+    """A planted bug in the program: the interpreter runs the rewritten program."""
+    def wrong(case: KernelCase, right: KernelObserved) -> list:
+        return recorded(_rewritten(case.program, rewrite), right.value)
+    return wrong
+
+
+class _NewestFirst(deque):
+    """A fifo stage's queue that hands out its newest job first."""
+
+    def popleft(self):
+        return self.pop()
+
+
+@contextmanager
+def _fifo_serves_newest():
+    """A planted bug in the interpreter: a fifo stage's free server takes the job that came last."""
+    init = FifoStage.__init__
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.q = _NewestFirst()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(FifoStage, "__init__", patched)
+        yield
+
+
+@contextmanager
+def _no_head_of_line_blocking():
+    """A planted bug in the interpreter: a pool admits every waiting hold that fits, passing over a
+    head that does not."""
+    def retry_queue(self, m):
+        progress = False
+        for F in list(m.queue):
+            if self.try_admit(F):
+                progress = True
+        return progress
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "retry_queue", retry_queue)
+        yield
+
+
+@contextmanager
+def _queue_ties_to_the_last():
+    """A planted bug in the interpreter: a `queue by` tie goes to the hold that joined last."""
+    def select_head(self, m):
+        q = m.queue
+        if not m.queue_by or q[0].head:
+            return q[0]
+        now = self.now
+        return min(reversed(q), key=lambda F: m.queue_keys(self, F.thread, F.thread.A, now - F.joined))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "select_head", select_head)
+        yield
+
+
+def _by_patching(patch):
+    """A planted bug in the interpreter: the right program, run by a patched copy of the semantics."""
+    def wrong(case: KernelCase, right: KernelObserved) -> list:
+        with patch():
+            return recorded(case.program, right.value)
+    return wrong
+
+
+PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
+           "set_after_observe": _by_rewriting(_set_after_observe),
+           "fifo_serves_newest": _by_patching(_fifo_serves_newest),
+           "no_head_of_line_blocking": _by_patching(_no_head_of_line_blocking),
+           "queue_ties_to_the_last": _by_patching(_queue_ties_to_the_last)}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
-def _planted_cases(rewrite, wanted: int = 8) -> list[tuple[int, KernelCase, KernelObserved]]:
+def _planted_cases(bug: str, wanted: int = 8) -> list[tuple[int, KernelCase, KernelObserved]]:
     """The first `wanted` generated cases (seeds 0, 1, 2, ...) whose answers the planted bug changes.
     Fixed seeds, not fresh random ones: whether a bug is exercised must not depend on the run."""
     found: list[tuple[int, KernelCase, KernelObserved]] = []
     for seed in range(PLANTED_SEARCH):
         case = kernel_case(random.Random(seed))
         right = observe_kernel(case)
-        wrong = recorded(_rewritten(case.program, rewrite), right.value)
+        wrong = PLANTED[bug](case, right)
         if tuple(wrong) != right.sessions:
             found.append((len(found), case, KernelObserved(right.value, tuple(wrong))))
             if len(found) == wanted:
                 return found
     raise AssertionError(f"only {len(found)} of the first {PLANTED_SEARCH} generated cases exercise "
-                         f"{rewrite.__name__}: the generator rarely reaches it")
+                         f"{bug}: the generator rarely reaches it")
 
 
 @pytest.mark.lean
-@pytest.mark.parametrize("bug", sorted(PLANTED))
-def test_planted_kernel_bug_is_caught(bug):
-    planted = _planted_cases(PLANTED[bug])
-    failures = check_kernel_in_lean(planted, jobs=1)
-    assert {f.case_id for f in failures} == {i for i, _, _ in planted}
+def test_planted_kernel_bugs_are_caught():
+    """Every planted bug's cases, checked in Lean together (one start-up, not one a bug): each of
+    them diverges."""
+    items: list[tuple[int, KernelCase, KernelObserved]] = []
+    bug_of: dict[int, str] = {}
+    for bug in sorted(PLANTED):
+        for _, case, wrong in _planted_cases(bug):
+            bug_of[len(items)] = bug
+            items.append((len(items), case, wrong))
+    caught = {f.case_id for f in check_kernel_in_lean(items)}
+    missed = {bug_of[i] for i in bug_of if i not in caught}
+    assert not missed, f"planted bugs with cases Lean did not refute: {sorted(missed)}"
+    assert caught == set(bug_of)
 
 
 def test_a_kernel_reproducer_reruns(tmp_path):
     """A divergent case is written as its IR (and its Lean theorem); `serq run` reruns the IR."""
-    case = _planted_cases(_while_runs_once, wanted=1)[0]
+    case = _planted_cases("while_runs_once", wanted=1)[0]
     path = write_kernel_reproducer(case[1], case[2], tmp_path / "case")
     assert (tmp_path / "case" / "case.lean").read_text().count("theorem agrees_with_interpreter") == 1
     run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(path)], capture_output=True, text=True)
@@ -160,7 +240,7 @@ def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
              for i in range(KERNEL_DRT_COMPILED)]
     python_seconds = time.monotonic() - t0
     # the planted bugs' cases ride along: their lines must be the ones that diverge
-    wrong_runs = [(case, wrong) for bug in sorted(PLANTED) for _, case, wrong in _planted_cases(PLANTED[bug], wanted=4)]
+    wrong_runs = [(case, wrong) for bug in sorted(PLANTED) for _, case, wrong in _planted_cases(bug, wanted=4)]
     planted = [(10 ** 12 + k, case, wrong) for k, (case, wrong) in enumerate(wrong_runs)]  # ids apart from seeds
     verdict = run_compiled(items + planted, tmp_path)
     assert verdict.unreadable == ()
