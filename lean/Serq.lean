@@ -4,6 +4,7 @@ public import Serq.Basic
 public import Serq.Exec
 public import Serq.Full
 public import Serq.Within
+public import Serq.Rate
 public import Serq.Spt
 public import Serq.OneAtATime
 public import Serq.Claims

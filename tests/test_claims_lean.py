@@ -33,9 +33,23 @@ def test_there_are_paper_programs_and_each_claims_something():
         assert claims_module(p).statements, p
 
 
-def test_sarathi_claims_hold_on_the_simulated_path():
-    claims = _run_json(PAPERS / "sarathi.sq", "--arrivals", "300", "--seed", "3")
-    assert {n: c["result"] for n, c in claims.items()} == {"stall_free": "holds", "bounded": "holds"}
+@pytest.mark.parametrize("rate", ["0.05", "5"], ids=["light", "saturated"])
+def test_sarathi_claims_hold_on_the_simulated_path(rate):
+    claims = _run_json(PAPERS / "sarathi.sq", "--arrivals", "300", "--seed", "3", "--", f"rate={rate}")
+    assert {n: c["result"] for n, c in claims.items()} == {
+        "stall_free": "holds", "bounded": "holds", "token_rate": "holds"}
+
+
+def test_the_token_rate_fails_when_an_iteration_is_shorter_than_a_step(tmp_path):
+    # the theorem's hypothesis is the step clock (T = 1). With `execute (0.5)` and a saturated queue
+    # (5 sessions a step), iterations 0 and 1 are full (256 tokens each) and end by time 1: the
+    # iteration that starts at 1 has served 512 > 256 * 1
+    half = tmp_path / "sarathi_half_step.sq"
+    half.write_text((PAPERS / "sarathi.sq").read_text().replace("execute (1);", "execute (0.5);"))
+    claims = _run_json(half, "--arrivals", "300", "--seed", "3", "--", "rate=5")
+    failed = claims["token_rate"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 1.0, 2)
+    assert claims["bounded"]["result"] == "holds"
 
 
 def test_li_dai_peng_claims_on_the_simulated_path():

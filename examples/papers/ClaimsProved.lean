@@ -2,6 +2,7 @@ module
 
 public import Serq.Full
 public import Serq.Within
+public import Serq.Rate
 public import Papers.Claims.Sarathi
 public import Papers.Claims.LiDaiPeng
 public import Papers.Claims.SmithSpt
@@ -39,6 +40,17 @@ lean/Serq/Within.lean). -/
 theorem sarathi_bounded : Papers.Claims.Sarathi.bounded_fc8bf1a0c9c5 := by
   refine EveryIteration.of_all (fun ss fuel r hr => ?_)
   have h := within_budget Papers.Claims.Sarathi.engine ss fuel r hr
+  have hb : Papers.Claims.Sarathi.engine.budget = 256 := rfl
+  rw [hb] at h
+  simp only [decide_eq_true_eq]
+  omega
+
+/-- The token rate on the step clock (Dai et al. 2025, Th. 2(a); Bari et al., Th. 1, with `T = 1`):
+the tokens of the iterations before one that starts at step `s` are at most `256 · s`
+(`token_rate`, lean/Serq/Rate.lean). -/
+theorem sarathi_token_rate : Papers.Claims.Sarathi.token_rate_e5d133a58c69 := by
+  refine EveryIteration.of_all (fun ss fuel r hr => ?_)
+  have h := token_rate Papers.Claims.Sarathi.engine ss fuel r hr
   have hb : Papers.Claims.Sarathi.engine.budget = 256 := rfl
   rw [hb] at h
   simp only [decide_eq_true_eq]

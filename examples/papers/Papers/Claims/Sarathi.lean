@@ -19,7 +19,7 @@ namespace Papers.Claims.Sarathi
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "647e907d974ad230cdf634a9b6e1657e34264e6a2784eca5563a3ac2fae2bdbf"
+def irDigest : String := "92b43d15d8de3ff5b494be46ec28d33a1320c1896023c925d2127e6dfab9db38"
 
 /-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false. -/
 def engine : Engine := ⟨256, 32, 1024, 16, 0, false⟩
@@ -39,6 +39,10 @@ def stall_free_3242dfb045c1 : Prop :=
 /-- `claim bounded: every iteration of llm (tokens <= B);` (sarathi.sq:76:3) -/
 def bounded_fc8bf1a0c9c5 : Prop :=
   EveryIteration engine family (fun r => (decide ((r.tokens : Int) ≤ (256 : Int))))
+
+/-- `claim token_rate: every iteration of llm (served <= B * now);` (sarathi.sq:80:3) -/
+def token_rate_e5d133a58c69 : Prop :=
+  EveryIteration engine family (fun r => (decide ((r.served : Int) ≤ ((256 : Int) * (r.start : Int)))))
 
 end Papers.Claims.Sarathi
 
