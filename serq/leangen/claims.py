@@ -26,7 +26,7 @@ from typing import Callable
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.leangen.fragment import FragmentEngine, _outside, environment, fragment_engine, trailing_observes
+from serq.leangen.fragment import FragmentEngine, environment, fragment_engine, outside, trailing_observes
 from serq.link import link_file
 from serq.link.linker import fold
 
@@ -96,7 +96,7 @@ class _Translate:
         self.base, self.names, self.what, self.observed = base, names, what, observed
 
     def outside(self, why: str, e: ir.Node, at: ir.Loc | None) -> SerqError:
-        return _outside(f"{self.what}: {why}", getattr(e, "at", None) or at, self.base)
+        return outside(f"{self.what}: {why}", getattr(e, "at", None) or at, self.base)
 
     def int_(self, e: ir.Expr, at: ir.Loc | None) -> str:
         text, ty = self.expr(e, at)
@@ -160,14 +160,14 @@ def _attribute_tests(program: ir.Program, base: Path) -> tuple[list[str], list[s
     seen: dict[str, ir.SetStmt] = {}
     for st in [*wl.init, *wl.turn]:
         if not isinstance(st, ir.SetStmt):
-            raise _outside(f"`{st.kind}` in the workload: a session of the family only sets its attributes",
+            raise outside(f"`{st.kind}` in the workload: a session of the family only sets its attributes",
                            getattr(st, "at", None), base)
         if st.name in seen:
-            raise _outside(f"attribute `{st.name}` set twice in the workload", st.at, base)
+            raise outside(f"attribute `{st.name}` set twice in the workload", st.at, base)
         seen[st.name] = st
     context = seen.pop("context", None)
     if context is None or fold(context.value) != 0:
-        raise _outside("the model's sessions start with `set context = 0;`", context and context.at, base)
+        raise outside("the model's sessions start with `set context = 0;`", context and context.at, base)
     for name in ("new", "out", "forced"):
         st = seen.pop(name, None)
         if st is None:
@@ -175,15 +175,15 @@ def _attribute_tests(program: ir.Program, base: Path) -> tuple[list[str], list[s
                 tests.append("t.forced == false")
                 doc.append("no forced miss")
                 continue
-            raise _outside(f"the workload does not set `{name}`, which the model's turn carries", None, base)
+            raise outside(f"the workload does not set `{name}`, which the model's turn carries", None, base)
         v = fold(st.value)
         if v is None:
             if not any(isinstance(x, ir.Draw) for x in ir.walk(st.value)):
-                raise _outside(f"`{name}` is computed, not constant or drawn", st.at, base)
+                raise outside(f"`{name}` is computed, not constant or drawn", st.at, base)
             doc.append(f"`{name}` any natural number (drawn)")
             continue
         if not _whole(v) or v < 0:
-            raise _outside(f"`{name}` = {v:g} is not a natural number", st.at, base)
+            raise outside(f"`{name}` = {v:g} is not a natural number", st.at, base)
         if name == "forced":
             tests.append(f"t.forced == {'true' if v else 'false'}")
             doc.append("a forced miss" if v else "no forced miss")
@@ -192,7 +192,7 @@ def _attribute_tests(program: ir.Program, base: Path) -> tuple[list[str], list[s
             doc.append(f"`{name}` = {int(v)}")
     if seen:
         name = sorted(seen)[0]
-        raise _outside(f"attribute `{name}`: the model's sessions carry context, new, out and forced only",
+        raise outside(f"attribute `{name}`: the model's sessions carry context, new, out and forced only",
                        seen[name].at, base)
     return tests, doc
 
@@ -201,7 +201,7 @@ def _session_test(program: ir.Program, base: Path) -> tuple[str, str, bool]:
     """A session of the family as a Lean test, its description, and whether it reads the index `k`."""
     wl = program.workload
     if [s.kind for s in wl.session] != ["turn"]:
-        raise _outside("the family's sessions are single-turn (`turn;`)", None, base)
+        raise outside("the family's sessions are single-turn (`turn;`)", None, base)
     arrival = wl.arrival
     if isinstance(arrival, ir.Poisson):
         arrive, arrive_doc = "true", "any arrival steps (Poisson)"
@@ -210,10 +210,10 @@ def _session_test(program: ir.Program, base: Path) -> tuple[str, str, bool]:
     elif isinstance(arrival, ir.Renewal):
         gap = fold(arrival.gap)
         if gap is None or not _whole(gap) or gap <= 0:
-            raise _outside("a renewal gap in the model is a constant whole number of steps", None, base)
+            raise outside("a renewal gap in the model is a constant whole number of steps", None, base)
         arrive, arrive_doc = f"s.arrive == (k + 1) * {int(gap)}", f"the k-th session (from 0) at step (k + 1) * {int(gap)}"
     else:
-        raise _outside(f"`{arrival.kind}` arrivals: a claim's family is Poisson, renewal or batch arrivals",
+        raise outside(f"`{arrival.kind}` arrivals: a claim's family is Poisson, renewal or batch arrivals",
                        None, base)
     tests, doc = _attribute_tests(program, base)
     turn = f"singleTurn (fun t => {' && '.join(tests)}) s"
@@ -248,7 +248,7 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsMod
     statements = []
     for claim in program.claims:
         if claim.form == "some_iteration" and _draws(program):
-            raise _outside(f"claim `{claim.name}`: a `some iteration` claim is stated for a workload that does not "
+            raise outside(f"claim `{claim.name}`: a `some iteration` claim is stated for a workload that does not "
                            "draw (its witness is one path); this workload draws", claim.at, base)
         what = f"claim `{claim.name}`"
         if claim.form == "at_end":
@@ -259,7 +259,7 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsMod
             p_args = "ss m"
         else:
             if claim.stage is None or claim.stage.stage != step:
-                raise _outside(f"{what} is about a stage the model does not have", claim.at, base)
+                raise outside(f"{what} is about a stage the model does not have", claim.at, base)
             pred = _Translate(base, record_names, what).bool_(claim.value, claim.at)
             reads, p_args = "", "r"
         given = _given_test(claim, base)
@@ -287,7 +287,7 @@ class _Observations:
         for st in observes:
             # the program's `observe response` is its own value: it replaces the client's in the claims
             if st.name in written:
-                raise _outside(f"observe `{st.name}` written twice: the model records one value per turn",
+                raise outside(f"observe `{st.name}` written twice: the model records one value per turn",
                                st.at, base)
             written.add(st.name)
             value = self._nat(st.value, st)
@@ -299,7 +299,7 @@ class _Observations:
         v = fold(e)
         if v is not None:
             if not _whole(v) or v < 0:
-                raise _outside(f"observe `{st.name}`: the constant {v:g} is not a natural number", st.at, self.base)
+                raise outside(f"observe `{st.name}`: the constant {v:g} is not a natural number", st.at, self.base)
             return str(int(v))
         if isinstance(e, ir.Attr) and e.name in ("new", "out"):
             return f"t.{e.name}"
@@ -308,12 +308,12 @@ class _Observations:
             return f"({self._nat(e.lhs, st)} {sym} {self._nat(e.rhs, st)})"
         if isinstance(e, ir.Call) and e.fn in ("min", "max") and len(e.args) == 2:
             return f"({e.fn} {self._nat(e.args[0], st)} {self._nat(e.args[1], st)})"
-        raise _outside(f"observe `{st.name}`: in the model an observed value is a natural number built from the "
+        raise outside(f"observe `{st.name}`: in the model an observed value is a natural number built from the "
                        "turn's `new` and `out` and whole constants with +, *, min and max", st.at, self.base)
 
     def aggregate(self, e: ir.Observed, claim: ir.Claim, used: list[str]) -> str:
         if e.name not in self.values:
-            raise _outside(f"claim `{claim.name}` reads `{e.fn}({e.name})`: the model records the client's "
+            raise outside(f"claim `{claim.name}` reads `{e.fn}({e.name})`: the model records the client's "
                            "response and ttft and the observes after the server's request", claim.at, self.base)
         used.append(e.name)
         if e.name not in self.wanted:

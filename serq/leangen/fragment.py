@@ -42,9 +42,10 @@ class FragmentProgram:
     sessions: list[tuple[int, list[TurnSpec]]]
 
 
-def _outside(what: str, loc: ir.Loc | None, base: Path) -> SerqError:
+def outside(what: str, loc: ir.Loc | None, base: Path, fragment: str = "the Lean fragment") -> SerqError:
+    """The refusal of a construct outside a Lean fragment, at its place in the program's file."""
     span = Span(str(base / loc.file), loc.line, loc.col) if loc is not None else None
-    return SerqError(f"outside the Lean fragment: {what}", span, "lean")
+    return SerqError(f"outside {fragment}: {what}", span, "lean")
 
 
 def fragment(program: ir.Program, base: Path) -> FragmentProgram:
@@ -52,7 +53,7 @@ def fragment(program: ir.Program, base: Path) -> FragmentProgram:
     engine = fragment_engine(program, base)
     arrival = program.workload.arrival
     if not (isinstance(arrival, ir.Trace) and arrival.ordered):
-        raise _outside(f"the workload's `{arrival.kind}` arrivals: the model takes given arrival times "
+        raise outside(f"the workload's `{arrival.kind}` arrivals: the model takes given arrival times "
                        "(`trace \"file.csv\" ordered;`)", None, base)
     return FragmentProgram(engine, read_trace(base / arrival.file))
 
@@ -62,27 +63,27 @@ def fragment_engine(program: ir.Program, base: Path) -> FragmentEngine:
     steps = [s for s in program.stages if isinstance(s.service, ir.Step)]
     if len(steps) != 1:
         where = steps[1].at if len(steps) > 1 else None
-        raise _outside(f"the model has one step engine; this program has {len(steps)}", where, base)
+        raise outside(f"the model has one step engine; this program has {len(steps)}", where, base)
     stage = steps[0]
     if stage.count != 1:
-        raise _outside(f"engine family `{stage.name}[{stage.count}]`", stage.at, base)
+        raise outside(f"engine family `{stage.name}[{stage.count}]`", stage.at, base)
     try:
         s = vllm_settings(program, stage.name)
     except SerqError as e:
-        raise _outside(e.message, stage.at, base) from None
+        raise outside(e.message, stage.at, base) from None
     if s.get("long_prefill_token_threshold_adaptive"):
-        raise _outside("the adaptive long-prefill threshold", stage.at, base)
+        raise outside("the adaptive long-prefill threshold", stage.at, base)
     if fold(stage.service.cost) != 1:
-        raise _outside(f"engine `{stage.name}` is not on the step clock (`execute (1)`)", stage.at, base)
+        raise outside(f"engine `{stage.name}` is not on the step clock (`execute (1)`)", stage.at, base)
     for other in program.stages:
         if other is stage:
             continue
         if not (isinstance(other.service, ir.Ps) and isinstance(other.service.capacity, ir.Ctx)
                 and other.service.capacity.var == "present"):
-            raise _outside(f"stage `{other.name}`: besides the engine the model has delays (think time) only",
+            raise outside(f"stage `{other.name}`: besides the engine the model has delays (think time) only",
                            other.at, base)
     if program.gauges:
-        raise _outside(f"gauge `{program.gauges[0].name}`", program.gauges[0].at, base)
+        raise outside(f"gauge `{program.gauges[0].name}`", program.gauges[0].at, base)
     _check_server(program, stage.name, base)
     engine = FragmentEngine(
         budget=s["max_num_batched_tokens"], reqs_cap=s["max_num_seqs"], kv_blocks=s["num_gpu_blocks"] - 1,
@@ -147,11 +148,11 @@ def _check_oracle_request(program: ir.Program, engine: str, frag: FragmentEngine
     mine, theirs = _server_shape(program, engine), _oracle_server_shape(frag)
     for k, (a, b) in enumerate(zip(mine, theirs)):
         if a != b:
-            raise _outside(f"the server's statement {k + 1} is not the oracle request's "
+            raise outside(f"the server's statement {k + 1} is not the oracle request's "
                            f"({ORACLE_PROGRAM.name}: the model runs that request)", program.server[k].at, base)
     if len(mine) != len(theirs):
         where = program.server[len(theirs)].at if len(mine) > len(theirs) else None
-        raise _outside(f"the server has {len(mine)} statements, the oracle request {len(theirs)} "
+        raise outside(f"the server has {len(mine)} statements, the oracle request {len(theirs)} "
                        f"({ORACLE_PROGRAM.name}: the model runs that request)", where, base)
 
 
@@ -160,23 +161,23 @@ def _check_server(program: ir.Program, engine: str, base: Path) -> None:
     pool, whose body prefills then decodes on the engine, growing the KV."""
     holds = [st for st in ir.walk_stmts(program.server) if isinstance(st, ir.HoldStmt)]
     if len(holds) != 1:
-        raise _outside(f"the server holds {len(holds)} times; the model's request holds once", None, base)
+        raise outside(f"the server holds {len(holds)} times; the model's request holds once", None, base)
     hold = holds[0]
     pools = [p.pool.pool for p in hold.pools]
     kinds = {p.name: ("slots" if p.admit_via == engine else "kv" if p.memory_of == engine else "other")
              for p in program.pools}
     if sorted(kinds[p] for p in pools) != ["kv", "slots"]:
-        raise _outside("the request's hold takes the engine's request slot and KV pool, nothing else",
+        raise outside("the request's hold takes the engine's request slot and KV pool, nothing else",
                        hold.at, base)
     runs = [st for st in ir.walk_stmts(hold.body) if isinstance(st, ir.RunStmt)]
     modes = [r.mode for r in runs]
     if modes != ["prefill", "decode"] or any(r.growing is None for r in runs):
         where = runs[0].at if runs else hold.at
-        raise _outside("the request's body runs one growing prefill then one growing decode", where, base)
+        raise outside("the request's body runs one growing prefill then one growing decode", where, base)
     for st in ir.walk_stmts(program.server):
         if isinstance(st, (ir.ForkStmt, ir.JoinStmt, ir.LoopStmt, ir.WhileStmt, ir.ChooseStmt, ir.GrowStmt,
                            ir.LoadStmt, ir.ReleaseStmt, ir.DropStmt, ir.EndStmt)):
-            raise _outside(f"`{st.kind}` in the server", st.at, base)
+            raise outside(f"`{st.kind}` in the server", st.at, base)
 
 
 

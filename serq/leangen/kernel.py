@@ -22,7 +22,7 @@ from pathlib import Path
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.syntax.ast import Span
+from serq.leangen.fragment import environment, outside
 
 #: The IR's binary operators as Lean's `Serq.Kernel.BinOp` names them (`div` is `floorDiv` only).
 BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "ne": "ne", "lt": "lt",
@@ -74,8 +74,7 @@ class KernelProgram:
 
 
 def _outside(what: str, loc: ir.Loc | None, base: Path) -> SerqError:
-    span = Span(str(base / loc.file), loc.line, loc.col) if loc is not None else None
-    return SerqError(f"outside the Lean kernel fragment: {what}", span, "lean")
+    return outside(what, loc, base, "the Lean kernel fragment")
 
 
 def kernel_program(program: ir.Program, base: Path) -> KernelProgram:
@@ -337,7 +336,6 @@ def lean_services(kp: KernelProgram) -> str:
 
 
 def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
-    from serq.leangen.fragment import environment
     return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block,
                                                                        services=lean_services,
                                                                        queue_keys=lean_queue_keys)
