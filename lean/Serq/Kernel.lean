@@ -18,7 +18,8 @@ The fragment it covers today (`docs/lean.md`, "The kernel fragment"):
 * **Statements.** `turn`, `set`, `observe`, `branch`, `while`, `loop`, `end`, `run` on a
   `delay` stage (every job on its own at rate 1) or a `fifo(c)` stage (c servers, jobs in
   arrival order), and `hold` on one or more pools of a finite `cap` with a `queue fifo` or a
-  `queue by (keys)` (over the attributes, `now` and `waited`; ties to the hold that joined first).
+  `queue by (keys)` (over the attributes, `now` and `waited`; ties to the hold that joined first),
+  and `release` of a pool inside a hold on it.
 * **Workload.** `arrive batch(N)`: N sessions at time 0, serials 0 … N-1; the `init`, `turn`
   and `session` blocks, the server's statements for each turn.
 
@@ -81,6 +82,7 @@ inductive Stmt where
   | stop
   | run (stage : Nat) (work : Expr)
   | hold (on : List HoldOn) (body : List Stmt)
+  | release (pool : Nat)
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
 attributes `serial` and `turn_no` in it, the workload's blocks, the server, the sessions of its
@@ -315,6 +317,37 @@ def giveBack : List PoolState → List Held → List PoolState
     let q := getPool ps h.pool
     giveBack (setPool ps h.pool { q with used := q.used - h.units }) hs
 
+/-- The hold has units on the pool (0 once released). -/
+def heldHas : List Held → Nat → Bool
+  | [], _ => false
+  | h :: hs, i => h.pool == i || heldHas hs i
+
+/-- The units the hold has on the pool, and the hold with none left there. -/
+def heldOn : List Held → Nat → Nat
+  | [], _ => 0
+  | h :: hs, i => if h.pool == i then h.units else heldOn hs i
+
+def heldWithout : List Held → Nat → List Held
+  | [], _ => []
+  | h :: hs, i => if h.pool == i then { h with units := 0 } :: hs else h :: heldWithout hs i
+
+/-- `release m`: the innermost hold on pool `i` around the statement gives its units there back
+now, and keeps none to give back at its end (a second `release` of it gives back nothing). The
+search stops at the turn's answer: a `release` in the server is about the server's holds. -/
+def releaseIn (i : Nat) : List PoolState → List Frame → List PoolState × List Frame
+  | ps, [] => (ps, [])
+  | ps, .answer :: k => (ps, .answer :: k)
+  | ps, .release held :: k =>
+    if heldHas held i then
+      let q := getPool ps i
+      (setPool ps i { q with used := q.used - heldOn held i }, .release (heldWithout held i) :: k)
+    else
+      let r := releaseIn i ps k
+      (r.1, .release held :: r.2)
+  | ps, f :: k =>
+    let r := releaseIn i ps k
+    (r.1, f :: r.2)
+
 /-- Every hold of a continuation given back (`end;`, a refused hold): the innermost first. -/
 def releaseAll : List PoolState → List Frame → List PoolState
   | ps, [] => ps
@@ -364,6 +397,9 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
         let o : Observation := ⟨th.serial, th.turns, j, m.now, th.value m.now e⟩
         exec p f m { th with observations := o :: th.observations, k := .stmts rest :: k }
       | .stop => { m with pools := releaseAll m.pools k }.put { th with k := [], inTurn := false }
+      | .release i =>
+        let r := releaseIn i m.pools k
+        exec p f { m with pools := r.1 } { th with k := .stmts rest :: r.2 }
       | .branch t yes no =>
         exec p f m { th with k := .stmts (if th.value m.now t != 0 then yes else no) :: .stmts rest :: k }
       | .while t body =>

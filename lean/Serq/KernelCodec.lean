@@ -20,7 +20,7 @@ them), in prefix form:
   expressions (empty: `queue fifo`);
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
-  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units)ⁿ body` hold;
+  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units)ⁿ body` hold, `9 pool` release;
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
   in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited.
 
@@ -170,6 +170,10 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
           | some (body, r) => rest (.hold on body) r
           | none => none
         | _ => none
+      | [] => none
+    | 9 =>
+      match r with
+      | i :: r => rest (.release i) r
       | [] => none
     | _ => none
   | _ + 1, _ + 1, [] => none

@@ -10,8 +10,8 @@ observations it made, in the form of `Serq.Kernel.Expected`.
 The fragment (docs/lean.md, "The kernel fragment"): natural numbers; constants, attributes, `now`,
 `!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)` and `a % d` for a
 positive constant `d`; the statements turn, set, observe, branch, while, loop, end, run on a
-delay or a fifo(c) stage, and hold on pools of a finite cap with a `queue fifo` or `queue by`
-(keys over the attributes, `now` and `waited`); `arrive batch(N)`.
+delay or a fifo(c) stage, hold on pools of a finite cap with a `queue fifo` or `queue by`
+(keys over the attributes, `now` and `waited`) and release inside such a hold; `arrive batch(N)`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
           "le": "le", "gt": "gt", "ge": "ge", "and": "and", "or": "or"}
 
 #: The kernel fragment's statements, by IR kind.
-STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold")
+STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release")
 
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap so far "
@@ -180,6 +180,10 @@ class _Lowering:
             return LStmt("loop", (), (tuple(self.block(s.body)),))
         if k == "hold":
             return self.hold(s)
+        if k == "release":
+            if s.pool.index is not None:
+                raise _outside(f"an indexed release of `{s.pool.pool}`", s.at, self.base)
+            return LStmt("release", (self.pools.index(s.pool.pool),))
         # run
         if len(s.stages) != 1 or s.mode is not None or s.growing is not None:
             raise _outside("a run of the fragment names one delay or fifo stage", s.at, self.base)
@@ -311,6 +315,8 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     c, a = s.ctor, s.args
     if c in ("turn", "stop"):
         return f".{c}"
+    if c == "release":
+        return f".release {a[0]}"
     if c in ("set", "observe", "run"):
         return f".{c} {a[0]} {lean_expr(a[1])}"
     if c == "hold":

@@ -73,7 +73,7 @@ _OPCODES = tuple(BINOPS.values())
 _EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min": 6, "max": 7, "floorDiv": 8,
               "waited": 9}
 _STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7,
-              "hold": 8}
+              "hold": 8, "release": 9}
 
 
 def _expr_tokens(e, out: list) -> None:

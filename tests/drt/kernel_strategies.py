@@ -105,8 +105,9 @@ class _Generator:
             return ir.Unary(op="not", arg=self.expr(readable, 1))
         return _bin(r.choice(["and", "or"]), compare(), self.expr(readable, 1))
 
-    def block(self, side: str, depth: int = 0, size: int = 3) -> list:
-        """A block of `side` ('init', 'turn', 'session', 'server'): at most `size` statements."""
+    def block(self, side: str, depth: int = 0, size: int = 3, held: tuple = ()) -> list:
+        """A block of `side` ('init', 'turn', 'session', 'server'): at most `size` statements;
+        `held`: the pools of the holds around it on this side (a `release` names one)."""
         r = self.rng
         session_side = side != "server"
         values = SESSION_VALUES if session_side else SERVER_VALUES
@@ -115,6 +116,7 @@ class _Generator:
         kinds = ["set", "observe", "branch"]
         if side in ("session", "server"):
             kinds += ["run", "run", "while", "loop"] + (["hold", "hold"] if self.pools else [])
+            kinds += ["release"] if held else []
         if side == "session":
             kinds += ["turn", "turn", "turn"]
         out: list = []
@@ -134,18 +136,27 @@ class _Generator:
                 names = r.sample(self.pools, r.randint(1, len(self.pools)))
                 on = [ir.HoldPool(pool=ir.PoolRef(pool=n), units=ir.CostOf(
                     resources=[n], arg=ir.Call(fn="min", args=[self.expr(readable, 1), _num(UNITS)]))) for n in names]
-                out.append(ir.HoldStmt(pools=on, body=self.block(side, depth + 1, 2)))
+                body = self.block(side, depth + 1, 2, (*held, *names))
+                if r.randrange(3) == 0:  # a pool given back early, then more work inside the hold
+                    stage = r.choice([STAGE, FIFO])
+                    body[r.randint(0, len(body)):0] = [
+                        ir.ReleaseStmt(pool=ir.PoolRef(pool=r.choice(names))),
+                        ir.RunStmt(stages=[ir.StageRef(stage=stage)],
+                                   work=ir.CostOf(resources=[stage], arg=_num(r.randint(1, 5))))]
+                out.append(ir.HoldStmt(pools=on, body=body))
+            elif kind == "release":
+                out.append(ir.ReleaseStmt(pool=ir.PoolRef(pool=r.choice(held))))
             elif kind == "hold":
                 out.append(ir.ObserveStmt(name=r.choice(OBSERVES), value=self.expr(readable)))
             elif kind == "turn":
                 out.append(ir.TurnStmt())
             elif kind == "branch":
-                out.append(ir.BranchStmt(test=self.guard(readable), then=self.block(side, depth + 1, 2),
-                                         otherwise=self.block(side, depth + 1, 2)))
+                out.append(ir.BranchStmt(test=self.guard(readable), then=self.block(side, depth + 1, 2, held),
+                                         otherwise=self.block(side, depth + 1, 2, held)))
             else:  # a bounded loop with a counter of its own, reset first and raised last
                 counter = counters[depth]
                 bound = r.randint(0, 3)
-                body = self.block(side, depth + 1, 2)
+                body = self.block(side, depth + 1, 2, held)
                 raise_it = ir.SetStmt(name=counter, value=_bin("add", ir.Attr(name=counter), _num(1)))
                 out.append(ir.SetStmt(name=counter, value=_num(0)))
                 if kind == "while":

@@ -160,6 +160,14 @@ def _queue_ties_to_the_last():
         yield
 
 
+@contextmanager
+def _release_waits_for_the_end():
+    """A planted bug in the interpreter: `release m` gives nothing back; the hold's end does."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "release_alloc", lambda self, T, F, i: None)
+        yield
+
+
 def _by_patching(patch):
     """A planted bug in the interpreter: the right program, run by a patched copy of the semantics."""
     def wrong(case: KernelCase, right: KernelObserved) -> list:
@@ -172,7 +180,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "set_after_observe": _by_rewriting(_set_after_observe),
            "fifo_serves_newest": _by_patching(_fifo_serves_newest),
            "no_head_of_line_blocking": _by_patching(_no_head_of_line_blocking),
-           "queue_ties_to_the_last": _by_patching(_queue_ties_to_the_last)}
+           "queue_ties_to_the_last": _by_patching(_queue_ties_to_the_last),
+           "release_waits_for_the_end": _by_patching(_release_waits_for_the_end)}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
