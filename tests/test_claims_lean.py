@@ -28,7 +28,7 @@ def _run_json(path: Path, *args: str) -> dict:
 
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
-    assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq"}
+    assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -66,14 +66,44 @@ def test_smiths_bound_holds_on_the_simulated_path(seed):
     assert _run_json(PAPERS / "smith_spt.sq", "--seed", seed)["spt_bound"]["result"] == "holds"
 
 
-def test_the_phase_separated_variant_fails_at_its_first_idle_iteration():
+def test_the_phase_separated_program_is_starved_at_its_first_idle_iteration():
     # FasterTransformer: iteration 0 prefills two requests (16 tokens), both finish their prefill;
-    # at iteration 1 two decode, so only decodes are served (2 tokens) although the two admitted
-    # prefills could take 16 more: demand 18 >= 16 and tokens 2 < 16
-    claims = _run_json(REPO / "examples" / "scheduling" / "fastertransformer.sq", "--seed", "1")
+    # at iteration 1 two decode, so only decodes are served (2 tokens) although the two prefills it
+    # admits could take 16 more: demand 18 >= 16 and tokens 2 < 16 (the Lean witness is this run)
+    claims = _run_json(PAPERS / "fastertransformer.sq", "--seed", "1")
+    witness = claims["starved"]
+    assert (witness["result"], witness["time"], witness["iteration"]) == ("witnessed", 1.0, 1)
+
+
+def test_the_phase_separated_run_computed_by_hand():
+    # iterations 1-3 serve the first two requests' three decodes alone (they answer at 4); the two
+    # admitted at 1 prefill together at 4 (first tokens at 5) and decode at 5-7 (answered at 8)
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(PAPERS / "fastertransformer.sq"), "--json"],
+                         capture_output=True, text=True, cwd=REPO)
+    client = json.loads(out.stdout)["client"]
+    assert (client["ttft"]["min"], client["ttft"]["max"], client["ttft"]["mean"]) == (1.0, 5.0, 3.0)
+    assert (client["response"]["min"], client["response"]["max"], client["response"]["mean"]) == (4.0, 8.0, 6.0)
+
+
+def test_work_conservation_fails_on_the_phase_separated_variant(tmp_path):
+    # the deliberately broken variant of li_dai_peng.sq: its work-conserving claim on the
+    # FasterTransformer program fails at the starved iteration above
+    claim = next(line for line in (PAPERS / "li_dai_peng.sq").read_text().splitlines()
+                 if line.strip().startswith("claim work_conserving:"))
+    text = (PAPERS / "fastertransformer.sq").read_text().rstrip()
+    assert text.endswith("}")
+    broken = tmp_path / "fastertransformer_work_conserving.sq"
+    broken.write_text(text[:-1] + claim + "\n}\n")
+    claims = _run_json(broken, "--seed", "1")
     failed = claims["work_conserving"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 1.0, 1)
     assert claims["starved"]["result"] == "witnessed"
+
+
+def test_the_phase_separated_engine_is_in_the_fragment():
+    module = claims_module(PAPERS / "fastertransformer.sq")
+    assert module.engine.phased and not claims_module(PAPERS / "li_dai_peng.sq").engine.phased
+    assert (module.engine.budget, module.engine.reqs_cap) == (16, 4)
 
 
 def test_the_generated_statements_and_proofs_are_current():

@@ -45,7 +45,7 @@ def test_scenario_fragment_reads_the_config_through_the_ir():
 def test_export_renders_the_programs_values():
     program = link_file(REPO / "examples/oracle/vllm_request.sq", {"max_num_seqs": "2"})
     text = render_program(fragment(program, REPO / "examples/oracle"), "Serq.Programs.T")
-    assert "def engine : Engine := ⟨64, 2, 39, 16, 0, false⟩" in text
+    assert "def engine : Engine := ⟨64, 2, 39, 16, 0, false, false⟩" in text
     assert "⟨0, [⟨100, 5, 0, false⟩]⟩" in text
 
 
@@ -121,6 +121,21 @@ def _camel(name: str) -> str:
     return head + "".join(w.capitalize() for w in rest)
 
 
+def test_the_phase_separated_oracle_program_differs_only_by_its_only():
+    """serq/programs/vllm_request_phased.sq is the oracle program with `only (in_phase())` in both
+    statements of its schedule (and the def): nothing else, comments aside."""
+    from serq.leangen.fragment import PHASED_PROGRAM
+    from serq.oracle import ORACLE_PROGRAM
+
+    def code(path: Path) -> list[str]:
+        lines = [line.split("//")[0].rstrip() for line in path.read_text().splitlines()]
+        return [line for line in lines if line.strip()]
+    phased = [line.replace(" only (in_phase())", "") for line in code(PHASED_PROGRAM)
+              if not line.startswith("def in_phase()")]
+    assert phased == code(ORACLE_PROGRAM)
+    assert sum(line.count("only (in_phase())") for line in code(PHASED_PROGRAM)) == 2
+
+
 def test_lean_engine_and_turn_mirror_the_fragment_types():
     """The templates fill Lean's `Engine` and `Turn` positionally from FragmentEngine and TurnSpec:
     the fields must be the same, in the same order."""
@@ -185,6 +200,45 @@ SANDBOX_ANSWERS = {
     2: [(2, 1, 0, 6), (2, 2, 11, 13), (2, 3, 20, 22)],
 }
 SANDBOX_ADMITTED = {0: [2, 11], 1: [5, 14], 2: [8, 17]}  # the `sandbox_at` observations
+
+
+# a renewal workload: session k arrives at 3 (k + 1) and takes 4 on the fifo(1) model, so s0 runs
+# 3-7, s1 (arrives at 6) waits and runs 7-11, s2 (at 9) 11-15
+RENEWAL_SOURCE = ("fn main() {\n  stage model : fifo(1);\n  workload { arrive renewal(3); }\n"
+                  "  server { run model (cost(model, 4)); }\n}\n")
+RENEWAL_ANSWERS = {0: [(0, 1, 3, 7)], 1: [(1, 1, 6, 11)], 2: [(2, 1, 9, 15)]}
+
+
+def _renewal_program(folder: Path):
+    f = folder / "renewal_fifo.sq"
+    f.write_text(RENEWAL_SOURCE)
+    program = link_file(f)
+    return f, program.model_copy(update={"settings": program.settings.model_copy(update={"arrivals": 3})})
+
+
+def test_kernel_recorded_run_of_renewal_arrivals_is_the_hand_computed_one(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded
+    f, program = _renewal_program(tmp_path)
+    kp = kernel_program(program, tmp_path)
+    assert (kp.sessions, kp.gap) == (3, 3)
+    sessions = recorded(program, kp)
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == RENEWAL_ANSWERS
+
+
+def test_kernel_export_of_renewal_arrivals_needs_their_number(tmp_path):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _renewal_program(tmp_path)
+    r = CliRunner().invoke(main, ["lean", "export", str(f), "--arrivals", "3"])
+    assert r.exit_code == 0, r.output
+    assert "sessions := 3\n  gap := 3\n" in r.output
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 1 and "`arrive renewal(g)` without `--arrivals N`" in r.output, r.output
+    drawn = tmp_path / "drawn.sq"
+    drawn.write_text(RENEWAL_SOURCE.replace("renewal(3)", "renewal(~exp(3))"))
+    r = CliRunner().invoke(main, ["lean", "export", str(drawn), "--arrivals", "3"])
+    assert r.exit_code == 1 and "a drawn renewal gap" in r.output, r.output
 
 
 def test_kernel_recorded_run_of_pools_and_a_fifo_stage_is_the_hand_computed_one():
@@ -297,13 +351,17 @@ def test_kernel_binops_are_the_irs():
 @pytest.mark.lean
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
-    ones: both examples in one file (one Lean start-up, not two)."""
+    ones: the two examples and the renewal program in one file (one Lean start-up, not three)."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
-    for name, example, answers in (("Scripted", SCRIPTED, SCRIPTED_ANSWERS), ("Sandbox", SANDBOX, SANDBOX_ANSWERS)):
+    _, renewal = _renewal_program(tmp_path)
+    for name, program, base, answers in (
+            ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
+            ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
+            ("Renewal", renewal, tmp_path, RENEWAL_ANSWERS)):
         ns = f"Serq.Programs.{name}"
-        text = render_kernel_module(kernel_program(link_file(example), example.parent), ns)
+        text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
             f"theorem session_{s} : (getThread (runProgram program 1000).threads {s}).answers = "
             f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
@@ -328,9 +386,10 @@ EXPORTED = {
     "single-turn/renewal.sq": "gauge `jobs`",
     "multi-turn/prefix_cache.sq": "`block` on pool `kv`", "single-turn/kv_pool.sq": "`block` on pool `kv`",
     "multi-turn/vllm.sq": "not on the step clock",
-    "multi-turn/vllm_replay.sq": "not expressible as vLLM settings", "scheduling/fastertransformer.sq": "not expressible",
+    "multi-turn/vllm_replay.sq": "not expressible as vLLM settings",
     "scheduling/sjf.sq": "not expressible as vLLM settings",
     "papers/li_dai_peng.sq": "`batch` arrivals", "papers/sarathi.sq": "`poisson` arrivals",
+    "papers/fastertransformer.sq": "`batch` arrivals", "oracle/vllm_request_phased.sq": "Serq.Exec",
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",

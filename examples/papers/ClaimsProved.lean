@@ -6,6 +6,7 @@ public import Serq.Rate
 public import Papers.Claims.Sarathi
 public import Papers.Claims.LiDaiPeng
 public import Papers.Claims.SmithSpt
+public import Papers.Claims.Fastertransformer
 public import Serq.OneAtATime
 
 /-! # The proofs of the paper programs' claims
@@ -27,9 +28,9 @@ open Serq
 /-- Stall-free batching: every iteration of every path of every workload of the family schedules
 the whole budget, or its residents' demand is below it. This is `full_or_short` (lean/Serq/Full.lean)
 for the program's engine, whose budget is the claim's `B`. -/
-theorem sarathi_stall_free : Papers.Claims.Sarathi.stall_free_3242dfb045c1 := by
+theorem sarathi_stall_free : Papers.Claims.Sarathi.stall_free_67c180b5a242 := by
   refine EveryIteration.of_all (fun ss fuel r hr => ?_)
-  have h := full_or_short Papers.Claims.Sarathi.engine ss fuel r hr
+  have h := full_or_short Papers.Claims.Sarathi.engine rfl ss fuel r hr
   have hb : Papers.Claims.Sarathi.engine.budget = 256 := rfl
   rw [hb] at h
   simp only [Bool.or_eq_true, decide_eq_true_eq, beq_iff_eq]
@@ -37,7 +38,7 @@ theorem sarathi_stall_free : Papers.Claims.Sarathi.stall_free_3242dfb045c1 := by
 
 /-- Bounded iterations: no iteration schedules more than the budget (`within_budget`,
 lean/Serq/Within.lean). -/
-theorem sarathi_bounded : Papers.Claims.Sarathi.bounded_fc8bf1a0c9c5 := by
+theorem sarathi_bounded : Papers.Claims.Sarathi.bounded_90f62b1b8bc6 := by
   refine EveryIteration.of_all (fun ss fuel r hr => ?_)
   have h := within_budget Papers.Claims.Sarathi.engine ss fuel r hr
   have hb : Papers.Claims.Sarathi.engine.budget = 256 := rfl
@@ -48,7 +49,7 @@ theorem sarathi_bounded : Papers.Claims.Sarathi.bounded_fc8bf1a0c9c5 := by
 /-- The token rate on the step clock (Dai et al. 2025, Th. 2(a); Bari et al., Th. 1, with `T = 1`):
 the tokens of the iterations before one that starts at step `s` are at most `256 · s`
 (`token_rate`, lean/Serq/Rate.lean). -/
-theorem sarathi_token_rate : Papers.Claims.Sarathi.token_rate_e5d133a58c69 := by
+theorem sarathi_token_rate : Papers.Claims.Sarathi.token_rate_2da11bed0f80 := by
   refine EveryIteration.of_all (fun ss fuel r hr => ?_)
   have h := token_rate Papers.Claims.Sarathi.engine ss fuel r hr
   have hb : Papers.Claims.Sarathi.engine.budget = 256 := rfl
@@ -60,9 +61,9 @@ theorem sarathi_token_rate : Papers.Claims.Sarathi.token_rate_e5d133a58c69 := by
 
 /-- Work conservation over the residents, for every batch of the family: `full_or_short` for the
 program's engine (budget 16). -/
-theorem li_dai_peng_work_conserving : Papers.Claims.LiDaiPeng.work_conserving_54b0dd4e293a := by
+theorem li_dai_peng_work_conserving : Papers.Claims.LiDaiPeng.work_conserving_5b14319e3d29 := by
   refine EveryIteration.of_all (fun ss fuel r hr => ?_)
-  have h := full_or_short Papers.Claims.LiDaiPeng.engine ss fuel r hr
+  have h := full_or_short Papers.Claims.LiDaiPeng.engine rfl ss fuel r hr
   have hb : Papers.Claims.LiDaiPeng.engine.budget = 16 := rfl
   rw [hb] at h
   simp only [Bool.or_eq_true, decide_eq_true_eq, beq_iff_eq]
@@ -72,7 +73,18 @@ theorem li_dai_peng_work_conserving : Papers.Claims.LiDaiPeng.work_conserving_54
 iteration admits two prefills (16 tokens); the second serves their two decodes only (2 < 16
 tokens) while 4 * 11 - 16 = 28 tokens of arrived work wait behind the cap. The kernel runs the
 model for three steps and finds that record. -/
-theorem li_dai_peng_capped_batch_idles : Papers.Claims.LiDaiPeng.capped_batch_idles_d16cad48f199 :=
+theorem li_dai_peng_capped_batch_idles : Papers.Claims.LiDaiPeng.capped_batch_idles_de2d0eb33ffd :=
+  ⟨[⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩],
+    by decide +kernel, 3, by decide +kernel⟩
+
+/-! ## FasterTransformer's phase separation (`fastertransformer.sq`), Dai et al. 2025 -/
+
+/-- Phase separation is not work-conserving. The witness: four requests of 8 + 4 tokens at step 0
+(budget 16, four request slots). The first iteration prefills two of them (16 tokens); the second
+serves their two decodes only (`only (in_phase())` in a decode phase) and admits the other two,
+which wait as residents with their 8 prompt tokens each: demand 1 + 1 + 8 + 8 = 18 ≥ 16, tokens
+2 < 16. The kernel runs the model for three steps and finds that record. -/
+theorem fastertransformer_starved : Papers.Claims.Fastertransformer.starved_2e853a057fd0 :=
   ⟨[⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩, ⟨0, [⟨8, 4, 0, false⟩]⟩],
     by decide +kernel, 3, by decide +kernel⟩
 
@@ -113,7 +125,7 @@ the vLLM engine runs one request at a time, so the output lengths of the request
 `t` sum to at most `t` (`one_at_a_time_rate`, lean/Serq/OneAtATime.lean: prompts are not empty, as
 the family's are 8 tokens); `spt_lower_bound` (lean/Serq/Spt.lean) turns that rate into the bound.
 Every request arrives at 0, so its response is its completion time. -/
-theorem smith_spt_bound : Papers.Claims.SmithSpt.spt_bound_1423cadae622 := by
+theorem smith_spt_bound : Papers.Claims.SmithSpt.spt_bound_ae7c1114ddbc := by
   intro ss hfam fuel _
   have hs : ∀ s ∈ ss, s.arrive = 0 ∧ ∃ t, s.turns = [t] ∧ t.new = 8 := by
     intro s hs
@@ -131,7 +143,7 @@ theorem smith_spt_bound : Papers.Claims.SmithSpt.spt_bound_1423cadae622 := by
     simp only [List.head?_cons, Option.mem_def, Option.some.injEq] at ht
     subst ht
     omega
-  have rate := one_at_a_time_rate Papers.Claims.SmithSpt.engine ss fuel rfl hnew
+  have rate := one_at_a_time_rate Papers.Claims.SmithSpt.engine ss fuel rfl rfl hnew
   have key := spt_lower_bound 1 (sptJobs ss (run Papers.Claims.SmithSpt.engine ss fuel (init ss)).outcomes)
     (fun t => by rw [smith_doneBy_eq]; simpa using rate t)
   simp only [decide_eq_true_eq]

@@ -11,7 +11,11 @@ budget, a request cap, a chunk cap lifted for a request alone, a KV pool in bloc
 with FIFO admission and head-of-line blocking, `reserve (known)`, growing runs,
 `preempt lifo` with the victim requeued at the head and `computed`/`kept`, and a
 per-session prefix cache (`cache (prompt + out - 1)`, reuse of the session's own
-prefix, block-granular LRU eviction from the tail of the oldest entry).
+prefix, block-granular LRU eviction from the tail of the oldest entry). An engine may
+also separate the phases as FasterTransformer does (`Engine.phased`: `only (in_phase())`
+in both statements of vLLM's schedule, `serq/programs/vllm_request_phased.sq`): while a
+resident decodes, an iteration serves decodes only, and the heads it admits wait as
+residents without a token.
 
 Three rules follow vLLM's scheduler where a simpler rule would not:
 
@@ -47,6 +51,7 @@ structure Engine where
   blockSize : Nat   -- the KV pool's block (tokens)
   chunk : Nat       -- the chunk cap while more than one request runs or waits; 0: none
   caching : Bool    -- the hold caches `prompt + out - 1` and reuses the session's own prefix
+  phased : Bool     -- FasterTransformer's phase separation: `only (in_phase())` in both statements
   deriving DecidableEq
 
 /-- One turn of a session: its fresh prompt tokens, output tokens, the think time
@@ -174,6 +179,10 @@ def dropHead : List Res → List Res
   | [] => []
   | _ :: rs => rs
 
+def anyDecoding : List Res → Bool
+  | [] => false
+  | r :: rs => r.decoding || anyDecoding rs
+
 def noRes : List Res → Bool
   | [] => true
   | _ => false
@@ -298,8 +307,22 @@ def growOrPreempt (eng : Engine) : Nat → Nat → Plan → Plan
         | [] => { p' with selfPreempted := true }
         | _ => growOrPreempt eng fuel need p'
 
-/-- Serve the residents in admission order while the budget lasts. -/
-def serveRunning (eng : Engine) : Nat → Plan → Plan
+/-- The iteration's `only`: `none` serves every request; `some d` only those whose run is a decode
+when `d` and a prefill when not (`only (in_phase())` with `def in_phase() { running.decoding > 0 ?
+decoding : !decoding }`, read as the iteration starts: no iteration changes a resident's phase before
+it ends, and a decode phase keeps a decoder, the one being served, until its serving ends). -/
+def phaseOf (eng : Engine) (running : List Res) : Option Bool :=
+  if eng.phased then some (anyDecoding running) else none
+
+/-- Does the iteration's `only` leave out a request whose run is a decode (`decoding`)? It gets no
+token this iteration and keeps what it holds. -/
+def excluded : Option Bool → Bool → Bool
+  | none, _ => false
+  | some d, decoding => decoding != d
+
+/-- Serve the residents in admission order while the budget lasts, passing over the ones the
+iteration's `only` leaves out. -/
+def serveRunning (eng : Engine) (only : Option Bool) : Nat → Plan → Plan
   | 0, p => p
   | fuel + 1, p =>
     if p.budget = 0 ∨ p.selfPreempted then p else
@@ -307,15 +330,15 @@ def serveRunning (eng : Engine) : Nat → Plan → Plan
     | [] => p
     | r :: later =>
       let n := if r.decoding then 1 else capChunk p.chunk (min r.remaining p.budget)
-      if r.remaining = 0 then
-        serveRunning eng fuel { p with done := appendRes p.done [r], todo := later }
+      if r.remaining = 0 ∨ excluded only r.decoding = true then
+        serveRunning eng only fuel { p with done := appendRes p.done [r], todo := later }
       else
         let need := blocksFor eng.blockSize (r.pos + n) - r.alloc
         let p := growOrPreempt eng (resCount p.todo) need p
         if p.selfPreempted then p else
         let used := usedBlocks p.done + usedBlocks p.todo + need
         let r' := { r with alloc := r.alloc + need, sched := n }
-        serveRunning eng fuel
+        serveRunning eng only fuel
           { p with
             budget := p.budget - n, done := appendRes p.done [r'], todo := dropHead p.todo,
             cache := evict (used + cachedBlocks p.cache - eng.kvBlocks) p.cache }
@@ -331,8 +354,9 @@ def reuseCap (bs : Nat) (rq : Req) (known : Nat) : Nat :=
 A head reserves every token it knows (`max kept (computed + 1)`) and reuses what its session's
 live cache holds, at most its prompt's hit (`hit`) on a first admission and at most the full
 blocks of what it knows but the last token (`reusable known`) after a preemption. A head
-that does not fit stops the admissions (head-of-line blocking). -/
-def admitHeads (eng : Engine) : Nat → Plan → Plan
+that does not fit stops the admissions (head-of-line blocking). A head the iteration's `only`
+leaves out is admitted as the others, taking its units, and gets no token: it waits as a resident. -/
+def admitHeads (eng : Engine) (only : Option Bool) : Nat → Plan → Plan
   | 0, p => p
   | fuel + 1, p =>
     if p.budget = 0 ∨ resCount p.done ≥ eng.reqsCap then p else
@@ -350,9 +374,10 @@ def admitHeads (eng : Engine) : Nat → Plan → Plan
       let cache := evict (used + cachedBlocks cache + units - eng.kvBlocks) cache
       let req := if rq.admitted then { rq with kept := known }
                  else { rq with kept := known, cachedAt := reused, admitted := true }
-      let r : Res := ⟨req, units, reused, known, false, known - reused, n⟩
-      admitHeads eng fuel
-        { p with budget := p.budget - n, done := appendRes p.done [r], waiting := rest, cache := cache }
+      let sched := if excluded only false = true then 0 else n
+      let r : Res := ⟨req, units, reused, known, false, known - reused, sched⟩
+      admitHeads eng only fuel
+        { p with budget := p.budget - sched, done := appendRes p.done [r], waiting := rest, cache := cache }
 
 /-- Tokens scheduled, prefill tokens, decoders and KV values of a batch. -/
 def batchTokens : List Res → Nat
@@ -481,9 +506,10 @@ def init (sessions : List Session) : Machine :=
 /-- The iteration's plan: serve the residents, then, unless that preempted, admit from the queue. -/
 def plan (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) : Plan :=
   let p0 : Plan := ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩
-  let p1 := serveRunning eng (resCount m.running + 1) p0
+  let only := phaseOf eng m.running
+  let p1 := serveRunning eng only (resCount m.running + 1) p0
   let p1 := { p1 with done := appendRes p1.done p1.todo, todo := [] }
-  if p1.preempted = 0 then admitHeads eng (reqCount p1.waiting + 1) p1 else p1
+  if p1.preempted = 0 then admitHeads eng only (reqCount p1.waiting + 1) p1 else p1
 
 /-- Has every turn been answered (or refused)? -/
 def Machine.quiet (m : Machine) : Bool :=

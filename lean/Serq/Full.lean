@@ -4,7 +4,9 @@ public import Serq.Exec
 
 /-! # Full iterations: the budget is spent whenever demand allows
 
-For every engine of the fragment and every workload, every iteration schedules its
+For every engine of the fragment on vLLM's schedule (`phased = false`: no `only`; a
+phase-separated engine is not work-conserving, `examples/papers/fastertransformer.sq`) and
+every workload, every iteration schedules its
 whole token budget unless the residents' demand (each decode's one token, each
 prefill's remaining prompt up to the chunk cap, summed after the batch is
 scheduled) is below it: `demand < budget ∨ tokens = budget`. This is the
@@ -72,10 +74,11 @@ theorem popLast_tokens : ∀ (l rest : List Res) (v : Res), popLast l = some (re
       omega
 
 /-- What the plan keeps true: scheduled tokens plus the budget left are the budget; while budget
-is left, what was considered got its whole demand; what is left to consider has nothing scheduled. -/
-def PlanInv (B c : Nat) (p : Plan) : Prop :=
+is left, what was considered got its whole demand (when the iteration has no `only`, which leaves
+requests out with their demand); what is left to consider has nothing scheduled. -/
+def PlanInv (B c : Nat) (only : Option Bool) (p : Plan) : Prop :=
   p.chunk = c ∧ batchTokens p.done + p.budget = B ∧ batchTokens p.todo = 0 ∧
-  (0 < p.budget → batchTokens p.done = demandOf c p.done)
+  (only = none → 0 < p.budget → batchTokens p.done = demandOf c p.done)
 
 /-- Preemptions take residents from the end of `todo`: what was considered and the budget stay. -/
 theorem growOrPreempt_keeps (eng : Engine) : ∀ (fuel need : Nat) (p : Plan),
@@ -134,10 +137,10 @@ theorem served_share (c budget rem : Nat) :
   · omega
   · omega
 
-theorem serveRunning_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
-    PlanInv B c p → p.selfPreempted = false → resCount p.todo < fuel →
-    PlanInv B c (serveRunning eng fuel p) ∧
-      ((serveRunning eng fuel p).budget = 0 ∨ (serveRunning eng fuel p).todo = [])
+theorem serveRunning_inv (eng : Engine) (only : Option Bool) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
+    PlanInv B c only p → p.selfPreempted = false → resCount p.todo < fuel →
+    PlanInv B c only (serveRunning eng only fuel p) ∧
+      ((serveRunning eng only fuel p).budget = 0 ∨ (serveRunning eng only fuel p).todo = [])
   | 0, p, _, _, hf => by simp at hf
   | fuel + 1, p, hinv, hsp, hf => by
     obtain ⟨hc, htok, htodo, hdem⟩ := hinv
@@ -160,16 +163,21 @@ theorem serveRunning_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan
         have hl0 : batchTokens later = 0 := by omega
         split
         · rename_i hrem
-          apply serveRunning_inv eng B p.chunk fuel
+          apply serveRunning_inv eng only B p.chunk fuel
           · refine ⟨rfl, ?_, hl0, ?_⟩
             · simp only [batchTokens_append, batchTokens, hr0]; omega
-            · intro hpos
-              simp only [batchTokens_append, demandOf_append, batchTokens, demandOf, hr0, hrem, if_true]
-              have := hdem hpos
+            · intro hn hpos
+              have hrem0 : r.remaining = 0 := by
+                rcases hrem with h | h
+                · exact h
+                · subst hn; simp [excluded] at h
+              simp only [batchTokens_append, demandOf_append, batchTokens, demandOf, hr0, hrem0, if_true]
+              have := hdem hn hpos
               omega
           · simpa using hsp
           · simp only [hcons, resCount] at hf; simpa using (by omega : resCount later < fuel)
         · rename_i hrem
+          have hrem0 : ¬ r.remaining = 0 := fun h => hrem (Or.inl h)
           obtain ⟨g1, g2, g3, g4, g5, g6, g7⟩ := growOrPreempt_keeps eng (resCount p.todo)
             (blocksFor eng.blockSize
               (r.pos + if r.decoding = true then 1 else capChunk p.chunk (min r.remaining p.budget)) - r.alloc) p
@@ -188,7 +196,7 @@ theorem serveRunning_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan
           · rename_i hself
             simp only [Bool.not_eq_true] at hself
             have hne := g7 hself (by simp [hcons])
-            apply serveRunning_inv eng B p.chunk fuel
+            apply serveRunning_inv eng only B p.chunk fuel
             · refine ⟨g3, ?_, ?_, ?_⟩
               · simp only [batchTokens_append, batchTokens, g1, g2]
                 split
@@ -203,10 +211,10 @@ theorem serveRunning_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan
                   rw [hq] at g4
                   simp only [batchTokens, hcons] at g4
                   omega
-              · intro hpos
+              · intro hn hpos
                 simp only [batchTokens_append, demandOf_append, batchTokens, demandOf, g1, g2] at hpos ⊢
-                have hd := hdem hb
-                simp only [hrem, if_false]
+                have hd := hdem hn hb
+                simp only [hrem0, if_false]
                 split
                 · simp; omega
                 · rename_i hdec
@@ -223,8 +231,8 @@ theorem serveRunning_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan
                 simp only [resCount, hcons] at g5 hf
                 omega
 
-theorem admitHeads_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
-    PlanInv B c p → PlanInv B c (admitHeads eng fuel p)
+theorem admitHeads_inv (eng : Engine) (only : Option Bool) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
+    PlanInv B c only p → PlanInv B c only (admitHeads eng only fuel p)
   | 0, p, h => h
   | fuel + 1, p, hinv => by
     obtain ⟨hc, htok, htodo, hdem⟩ := hinv
@@ -239,17 +247,19 @@ theorem admitHeads_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
       · rename_i rq rest hw
         split
         · exact ⟨rfl, htok, htodo, hdem⟩
-        · apply admitHeads_inv eng B p.chunk fuel
+        · apply admitHeads_inv eng only B p.chunk fuel
           generalize max rq.kept (rq.computed + 1) - min (ownCachedBlocks rq.sid p.cache * eng.blockSize)
             (reuseCap eng.blockSize rq (max rq.kept (rq.computed + 1))) = left
           refine ⟨rfl, ?_, htodo, ?_⟩
           · simp only [batchTokens_append, batchTokens]
             have := capChunk_le p.chunk (min left p.budget)
             have := Nat.min_le_right left p.budget
-            omega
-          · intro hpos
+            split <;> omega
+          · intro hn hpos
+            subst hn
+            simp only [excluded, Bool.false_eq_true, if_false] at hpos ⊢
             simp only [batchTokens_append, demandOf_append, batchTokens, demandOf] at hpos ⊢
-            have hd := hdem hb
+            have hd := hdem rfl hb
             simp only [Bool.false_eq_true, if_false]
             split
             · rename_i h0
@@ -261,36 +271,38 @@ theorem admitHeads_inv (eng : Engine) (B c : Nat) : ∀ (fuel : Nat) (p : Plan),
 
 /-- Every plan keeps the invariant: serving the residents, then admitting from the queue. -/
 theorem plan_inv (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) :
-    PlanInv eng.budget chunk (plan eng chunk m waiting) := by
+    PlanInv eng.budget chunk (phaseOf eng m.running) (plan eng chunk m waiting) := by
   unfold plan
   dsimp only
-  have h0 : PlanInv eng.budget chunk
+  generalize phaseOf eng m.running = only
+  have h0 : PlanInv eng.budget chunk only
       ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ :=
-    ⟨rfl, by simp [batchTokens], batchTokens_clearSched _, fun _ => rfl⟩
+    ⟨rfl, by simp [batchTokens], batchTokens_clearSched _, fun _ _ => rfl⟩
   obtain ⟨⟨hc, htok, htodo, hdem⟩, hend⟩ :=
-    serveRunning_inv eng eng.budget chunk (resCount m.running + 1) _ h0 rfl (by simp [resCount_clearSched])
-  generalize serveRunning eng (resCount m.running + 1)
+    serveRunning_inv eng only eng.budget chunk (resCount m.running + 1) _ h0 rfl (by simp [resCount_clearSched])
+  generalize serveRunning eng only (resCount m.running + 1)
     ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ = p1
     at hc htok htodo hdem hend ⊢
-  have h1 : PlanInv eng.budget chunk { p1 with done := appendRes p1.done p1.todo, todo := [] } := by
+  have h1 : PlanInv eng.budget chunk only { p1 with done := appendRes p1.done p1.todo, todo := [] } := by
     refine ⟨hc, ?_, rfl, ?_⟩
     · simp only [batchTokens_append, htodo]; omega
-    · intro hpos
+    · intro hn hpos
       rcases hend with h | h
       · simp only at hpos; omega
-      · simp only [h, appendRes_nil]; exact hdem hpos
+      · simp only [h, appendRes_nil]; exact hdem hn hpos
   split
-  · exact admitHeads_inv eng eng.budget chunk _ _ h1
+  · exact admitHeads_inv eng only eng.budget chunk _ _ h1
   · exact h1
 
-/-- Every plan spends its budget, or its residents' demand is below it. -/
-theorem plan_full (eng : Engine) (chunk : Nat) (m : Machine) (waiting : List Req) :
+/-- Every plan of an engine without `only` spends its budget, or its residents' demand is below it. -/
+theorem plan_full (eng : Engine) (hp : eng.phased = false) (chunk : Nat) (m : Machine) (waiting : List Req) :
     batchTokens (plan eng chunk m waiting).done = eng.budget ∨
       demandOf chunk (plan eng chunk m waiting).done < eng.budget := by
   obtain ⟨_, htok2, _, hdem2⟩ := plan_inv eng chunk m waiting
+  have hn : phaseOf eng m.running = none := by simp [phaseOf, hp]
   by_cases hb : (plan eng chunk m waiting).budget = 0
   · left; omega
-  · right; have := hdem2 (by omega); omega
+  · right; have := hdem2 hn (by omega); omega
 
 theorem mem_appendRecord (rs : List Record) (r x : Record) :
     x ∈ appendRecord rs r ↔ x ∈ rs ∨ x = r := by
@@ -310,7 +322,7 @@ theorem apply_records (eng : Engine) (sessions : List Session) (now : Nat) :
 /-- The property of an iteration record that `plan_full` gives. -/
 def FullOrShort (B : Nat) (r : Record) : Prop := r.tokens = B ∨ r.demand < B
 
-theorem step_full (eng : Engine) (sessions : List Session) (m : Machine) :
+theorem step_full (eng : Engine) (hp : eng.phased = false) (sessions : List Session) (m : Machine) :
     ∀ x ∈ (step eng sessions m).records, x ∈ m.records ∨ FullOrShort eng.budget x := by
   intro x hx
   unfold step at hx
@@ -321,10 +333,10 @@ theorem step_full (eng : Engine) (sessions : List Session) (m : Machine) :
     | (simp only [apply_records] at hx
        rcases (mem_appendRecord _ _ _).mp hx with h | h
        · exact Or.inl h
-       · right; subst h; exact plan_full eng _ m _)
+       · right; subst h; exact plan_full eng hp _ m _)
 
 /-- Every iteration of every run is full, or its demand is below the budget. -/
-theorem run_full (eng : Engine) (sessions : List Session) :
+theorem run_full (eng : Engine) (hp : eng.phased = false) (sessions : List Session) :
     ∀ (fuel : Nat) (m : Machine), (∀ x ∈ m.records, FullOrShort eng.budget x) →
       ∀ x ∈ (run eng sessions fuel m).records, FullOrShort eng.budget x
   | 0, m, h => h
@@ -332,14 +344,14 @@ theorem run_full (eng : Engine) (sessions : List Session) :
     simp only [run]
     split
     · exact h
-    · apply run_full eng sessions fuel
+    · apply run_full eng hp sessions fuel
       intro x hx
-      rcases step_full eng sessions m x hx with h' | h'
+      rcases step_full eng hp sessions m x hx with h' | h'
       · exact h x h'
       · exact h'
 
-theorem full_or_short (eng : Engine) (sessions : List Session) (fuel : Nat) :
+theorem full_or_short (eng : Engine) (hp : eng.phased = false) (sessions : List Session) (fuel : Nat) :
     ∀ x ∈ (run eng sessions fuel (init sessions)).records, x.tokens = eng.budget ∨ x.demand < eng.budget :=
-  run_full eng sessions fuel (init sessions) (by simp [init])
+  run_full eng hp sessions fuel (init sessions) (by simp [init])
 
 end Serq

@@ -20,8 +20,10 @@ The fragment it covers today (`docs/lean.md`, "The kernel fragment"):
   arrival order), and `hold` on one or more pools of a finite `cap` with a `queue fifo` or a
   `queue by (keys)` (over the attributes, `now` and `waited`; ties to the hold that joined first),
   and `release` of a pool inside a hold on it.
-* **Workload.** `arrive batch(N)`: N sessions at time 0, serials 0 … N-1; the `init`, `turn`
-  and `session` blocks, the server's statements for each turn.
+* **Workload.** `arrive batch(N)`: N sessions at time 0, serials 0 … N-1; or `arrive renewal(g)`
+  with a constant whole gap and the run's `--arrivals N`: session k arrives at (k + 1)·g, each
+  arrival's event setting the next one's timer (so the interpreter's order of the events at one
+  instant holds); the `init`, `turn` and `session` blocks, the server's statements for each turn.
 
 Sessions wait for one another (at a fifo stage's queue, at a pool's), so a run is the
 reference's event loop (`serq/sim/engine.py`, the reference's *Ties*): a thread per session runs
@@ -85,9 +87,10 @@ inductive Stmt where
   | release (pool : Nat)
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
-attributes `serial` and `turn_no` in it, the workload's blocks, the server, the sessions of its
-`arrive batch(N)`, its stages' services, its pools' caps and their queues' keys (`queue by`;
-none: `queue fifo`). -/
+attributes `serial` and `turn_no` in it, the workload's blocks, the server, its sessions (of
+`arrive batch(N)`, or the run's `--arrivals N`), its stages' services, its pools' caps, their
+queues' keys (`queue by`; none: `queue fifo`) and the gap between arrivals (`renewal(g)`; 0: the
+sessions arrive together, `batch`). -/
 structure Program where
   attrs : Nat
   serialAt : Nat
@@ -100,6 +103,7 @@ structure Program where
   stages : List Service
   caps : List Nat
   queueKeys : List (List Expr)
+  gap : Nat
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/
@@ -172,6 +176,7 @@ structure StageState where
 inductive Wake where
   | resume (thread : Nat)
   | fifoDone (stage thread : Nat)
+  | arrival (serial : Nat)
 
 /-- A timer: its time and its number (the order it was set), what it does. -/
 structure Timer where
@@ -528,8 +533,12 @@ def settle (p : Program) : Nat → Machine → Machine
 
 /-- A timer fires: its thread is ready; a fifo stage's server takes the next job of its queue
 (its end set first) or goes idle. -/
-def fire (m : Machine) : Wake → Machine
+def fire (p : Program) (m : Machine) : Wake → Machine
   | .resume t => { m with ready := appendNat m.ready t }
+  | .arrival s =>
+    -- the session is ready, then the next arrival is set (the interpreter's renewal event)
+    let m' := { m with ready := appendNat m.ready s }
+    if s + 1 < p.sessions then m'.setTimer (m.now + p.gap) (.arrival (s + 1)) else m'
   | .fifoDone s t =>
     let st := getStage m.stages s
     match st.queue with
@@ -545,7 +554,7 @@ def loop (p : Program) : Nat → Machine → Machine
   | f + 1, m =>
     match m.timers with
     | [] => m
-    | t :: ts => loop p f (settle p f (fire { m with now := Nat.max m.now t.time, timers := ts } t.wake))
+    | t :: ts => loop p f (settle p f (fire p { m with now := Nat.max m.now t.time, timers := ts } t.wake))
 
 /-- Session `serial` as it arrives: every attribute 0 but its serial; its `init` block, then its
 session block. -/
@@ -568,9 +577,12 @@ def emptyPools : List Nat → List PoolState
   | [] => []
   | _ :: cs => ⟨0, []⟩ :: emptyPools cs
 
-/-- The batch arrives at time 0, every session ready in serial order. -/
+/-- A batch arrives at time 0, every session ready in serial order; under a renewal gap the first
+session's arrival is the first timer, at the gap. -/
 def initial (p : Program) : Machine :=
-  ⟨0, 0, arrivals p p.sessions 0, serials p.sessions 0, [], idleStages p.stages, emptyPools p.caps, false⟩
+  let renewal := p.gap > 0 ∧ p.sessions > 0
+  ⟨0, if renewal then 1 else 0, arrivals p p.sessions 0, if p.gap = 0 then serials p.sessions 0 else [],
+   if renewal then [⟨p.gap, 0, .arrival 0⟩] else [], idleStages p.stages, emptyPools p.caps, false⟩
 
 /-- The whole run, cut at `fuel` (the machine says whether it was). -/
 def runProgram (p : Program) (fuel : Nat) : Machine := loop p fuel (settle p fuel (initial p))
@@ -647,14 +659,18 @@ theorem retryPools_now (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
 theorem settle_now (p : Program) (f : Nat) (m : Machine) : (settle p f m).now = m.now := by
   fun_induction settle p f m <;> simp_all +zetaDelta [retryPools_now, runReady_now]
 
-theorem fire_frame (m : Machine) (w : Wake) : (fire m w).threads = m.threads ∧ (fire m w).now = m.now := by
+theorem fire_frame (p : Program) (m : Machine) (w : Wake) :
+    (fire p m w).threads = m.threads ∧ (fire p m w).now = m.now := by
   cases w with
   | resume t => exact ⟨rfl, rfl⟩
+  | arrival s =>
+    simp only [fire]
+    split <;> exact ⟨rfl, rfl⟩
   | fifoDone s t =>
     simp only [fire]
     split <;> exact ⟨rfl, rfl⟩
 
-theorem fire_now (m : Machine) (w : Wake) : (fire m w).now = m.now := (fire_frame m w).2
+theorem fire_now (p : Program) (m : Machine) (w : Wake) : (fire p m w).now = m.now := (fire_frame p m w).2
 
 /-- Time never goes back: the run's clock is at least where it started. -/
 theorem loop_now_mono (p : Program) (f : Nat) (m : Machine) : m.now ≤ (loop p f m).now := by
@@ -758,10 +774,10 @@ theorem settle_causal (p : Program) (f : Nat) (m : Machine) : m.causal → (sett
     exact ih (retryPools_causal p _ _ _ _ _ (runReady_causal p _ _ hm))
   · exact retryPools_causal p _ _ _ _ _ (runReady_causal p _ _ hm)
 
-theorem fire_causal (m : Machine) (w : Wake) : m.causal → (fire m w).causal := by
+theorem fire_causal (p : Program) (m : Machine) (w : Wake) : m.causal → (fire p m w).causal := by
   intro hm
   unfold Machine.causal
-  rw [(fire_frame m w).1, (fire_frame m w).2]
+  rw [(fire_frame p m w).1, (fire_frame p m w).2]
   exact hm
 
 theorem loop_causal (p : Program) (f : Nat) (m : Machine) : m.causal → (loop p f m).causal := by

@@ -14,7 +14,7 @@ them), in prefix form:
 
 * case: `id fuel program sessions (answers (4 each) observations (5 each))*`, each list as its
   length then its elements, newest first (as `Serq.Kernel.Expected`);
-* program: `attrs serialAt turnNoAt sessions init turnBlock session server stages caps keys`,
+* program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys`,
   the stages as their count then each service (`0` delay, `1 c` fifo(c)), the caps as their
   count then each, the pools' queue keys as their count then, per pool, its keys as a list of
   expressions (empty: `queue fifo`);
@@ -228,7 +228,7 @@ def readKeyLists : Nat → Nat → List Nat → Option (List (List Expr) × List
   | _ + 1, _ + 1, [] => none
 
 def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
-  | attrs :: serialAt :: turnNoAt :: sessions :: r =>
+  | attrs :: serialAt :: turnNoAt :: sessions :: gap :: r =>
     match readBlock f r with
     | some (init, r) =>
       match readBlock f r with
@@ -243,7 +243,8 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
               | some (caps, nk :: r) =>
                 match readKeyLists f nk r with
                 | some (keys, r) =>
-                  some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys⟩, r)
+                  some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
+                    gap⟩, r)
                 | none => none
               | _ => none
             | _ => none

@@ -312,8 +312,8 @@ def ServeInv (sessions : List Session) (T R K : Nat) (p : Plan) : Prop :=
   sumResProd p.done + sumResProd p.todo + sumReqProd p.waiting ≤ T ∧
   sumResProd p.done + sumResProd p.todo ≤ R ∧ resCount p.done + resCount p.todo ≤ K
 
-theorem serveRunning_pi (eng : Engine) (sessions : List Session) (T R K : Nat) : ∀ (fuel : Nat) (p : Plan),
-    ServeInv sessions T R K p → ServeInv sessions T R K (serveRunning eng fuel p)
+theorem serveRunning_pi (eng : Engine) (only : Option Bool) (sessions : List Session) (T R K : Nat) :
+    ∀ (fuel : Nat) (p : Plan), ServeInv sessions T R K p → ServeInv sessions T R K (serveRunning eng only fuel p)
   | 0, p, h => h
   | fuel + 1, p, hinv => by
     obtain ⟨hd, ht, hw, h1, h2, h3⟩ := hinv
@@ -329,7 +329,7 @@ theorem serveRunning_pi (eng : Engine) (sessions : List Session) (T R K : Nat) :
         have hst : sumResProd p.todo = resProd r + sumResProd later := by rw [hcons]; rfl
         have hct : resCount p.todo = resCount later + 1 := by rw [hcons]; rfl
         split
-        · apply serveRunning_pi eng sessions T R K fuel
+        · apply serveRunning_pi eng only sessions T R K fuel
           refine ⟨?_, hl, hw, ?_, ?_, ?_⟩
           · intro x hx
             rcases mem_appendRes.mp hx with hx | hx
@@ -396,7 +396,7 @@ theorem serveRunning_pi (eng : Engine) (sessions : List Session) (T R K : Nat) :
               rw [sumResProd_append] at hs2
               rw [resCount_append] at hc2
               simp only [sumResProd] at k3
-              apply serveRunning_pi eng sessions T R K fuel
+              apply serveRunning_pi eng only sessions T R K fuel
               refine ⟨?_, ?_, k2, ?_, ?_, ?_⟩
               · intro x hx
                 rcases mem_appendRes.mp hx with hx | hx
@@ -431,10 +431,10 @@ theorem admQ_trans (sessions : List Session) (cap : Nat) (p p' q : Plan) (h : Ad
 
 theorem admitHeads_pi (eng : Engine) (sessions : List Session) : ∀ (fuel : Nat) (p : Plan),
     (∀ r ∈ p.done, ResOK sessions r) → (∀ q ∈ p.waiting, ReqOK sessions q) →
-    AdmQ sessions eng.reqsCap p (admitHeads eng fuel p)
+    AdmQ sessions eng.reqsCap p (admitHeads eng none fuel p)
   | 0, p, hd, hw => ⟨hd, hw, rfl, Nat.le_max_left _ _, Or.inl rfl⟩
   | fuel + 1, p, hd, hw => by
-    simp only [admitHeads]
+    simp only [admitHeads, excluded, Bool.false_eq_true, ↓reduceIte]
     split
     · exact ⟨hd, hw, rfl, Nat.le_max_left _ _, Or.inl rfl⟩
     · rename_i hgo
@@ -490,7 +490,8 @@ theorem admitHeads_pi (eng : Engine) (sessions : List Session) : ∀ (fuel : Nat
             · simp only [resCount_append, resCount]; omega
             · simp only [batchTokens_append, batchTokens]; omega
 
-theorem plan_pi (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1) (chunk : Nat) (m : Machine)
+theorem plan_pi (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1) (hp : eng.phased = false)
+    (chunk : Nat) (m : Machine)
     (waiting : List Req) (hr : ∀ r ∈ m.running, ResOK sessions r) (hw : ∀ q ∈ waiting, ReqOK sessions q)
     (hc : resCount m.running ≤ 1) :
     (∀ r ∈ (plan eng chunk m waiting).done, ResOK sessions r) ∧
@@ -504,10 +505,11 @@ theorem plan_pi (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1
   have h0 : ServeInv sessions (sumResProd m.running + sumReqProd waiting) (sumResProd m.running) (resCount m.running)
       ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ :=
     ⟨fun _ h => by simp at h, e1, hw, by simp [sumResProd, e2], by simp [sumResProd, e2], by simp [resCount, e3]⟩
-  obtain ⟨d1, d2, d3, d4, d5, d6⟩ := serveRunning_pi eng sessions _ _ _ (resCount m.running + 1) _ h0
+  obtain ⟨d1, d2, d3, d4, d5, d6⟩ := serveRunning_pi eng none sessions _ _ _ (resCount m.running + 1) _ h0
   unfold plan
   dsimp only
-  generalize serveRunning eng (resCount m.running + 1)
+  rw [show phaseOf eng m.running = none by simp [phaseOf, hp]]
+  generalize serveRunning eng none (resCount m.running + 1)
     ⟨eng.budget, chunk, [], clearSched m.running, waiting, m.cache, m.relSeq, 0, false⟩ = p1
     at d1 d2 d3 d4 d5 d6 ⊢
   have f1 : ∀ r ∈ appendRes p1.done p1.todo, ResOK sessions r := by
@@ -699,7 +701,8 @@ theorem iter_inv (sessions : List Session) (now : Nat) (M x : Machine) (P : List
     rw [a1]
     omega
 
-theorem step_inv (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1) (m : Machine)
+theorem step_inv (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1) (hp : eng.phased = false)
+    (m : Machine)
     (h : Inv sessions m) : Inv sessions (step eng sessions m) := by
   obtain ⟨h1, h2, h3, h4, h5, h6⟩ := h
   unfold step
@@ -715,7 +718,7 @@ theorem step_inv (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 
     · exact ⟨h1, by dsimp only; omega, h3, h4, s1, by simp⟩
     · rename_i hbusy
       generalize (if eng.chunk > 0 ∧ resCount m.running + reqCount waiting > 1 then eng.chunk else 0) = chunk
-      obtain ⟨p1', p2', p3', p4', p5'⟩ := plan_pi eng sessions hcap chunk m waiting h4 s1 h3
+      obtain ⟨p1', p2', p3', p4', p5'⟩ := plan_pi eng sessions hcap hp chunk m waiting h4 s1 h3
       generalize plan eng chunk m waiting = P at p1' p2' p3' p4' p5' ⊢
       split
       · rename_i hz
@@ -734,7 +737,7 @@ theorem step_inv (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 
     · exact ⟨h1, by dsimp only; omega, h3, h4, s1, fun p hp => h6 p (dp2 p hp).1⟩
     · rename_i hbusy
       generalize (if eng.chunk > 0 ∧ resCount m.running + reqCount waiting > 1 then eng.chunk else 0) = chunk
-      obtain ⟨p1', p2', p3', p4', p5'⟩ := plan_pi eng sessions hcap chunk m waiting h4 s1 h3
+      obtain ⟨p1', p2', p3', p4', p5'⟩ := plan_pi eng sessions hcap hp chunk m waiting h4 s1 h3
       generalize plan eng chunk m waiting = P at p1' p2' p3' p4' p5' ⊢
       split
       · rename_i hz
@@ -769,37 +772,38 @@ theorem init_inv (sessions : List Session) (hnew : ∀ s ∈ sessions, ∀ t ∈
   ⟨fun t => Nat.zero_le _, Nat.le_refl _, Nat.zero_le _, fun _ h => by simp [init] at h,
     fun _ h => by simp [init] at h, firstTurns_prompt sessions 0 hnew⟩
 
-theorem run_inv (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1) :
+theorem run_inv (eng : Engine) (sessions : List Session) (hcap : eng.reqsCap = 1) (hp : eng.phased = false) :
     ∀ (fuel : Nat) (m : Machine), Inv sessions m → Inv sessions (run eng sessions fuel m)
   | 0, m, h => h
   | fuel + 1, m, h => by
     simp only [run]
     split
     · exact h
-    · exact run_inv eng sessions hcap fuel _ (step_inv eng sessions hcap m h)
+    · exact run_inv eng sessions hcap hp fuel _ (step_inv eng sessions hcap hp m h)
 
 end OneAtATime
 
 open OneAtATime in
 /-- An engine that runs one request at a time produces at most one output token per
 iteration: the output lengths of the turns answered by iterations started before `t` sum to
-at most `t` (when each session's first turn has a non-empty prompt). -/
+at most `t` (when each session's first turn has a non-empty prompt; vLLM's schedule, without
+phase separation). -/
 theorem one_at_a_time_rate (eng : Engine) (sessions : List Session) (fuel : Nat) (h : eng.reqsCap = 1)
-    (hnew : ∀ s ∈ sessions, ∀ t ∈ s.turns.head?, 0 < t.new) :
+    (hp : eng.phased = false) (hnew : ∀ s ∈ sessions, ∀ t ∈ s.turns.head?, 0 < t.new) :
     ∀ t, outDoneBy sessions t (run eng sessions fuel (init sessions)).outcomes ≤ t :=
-  (run_inv eng sessions h fuel (init sessions) (init_inv sessions hnew)).1
+  (run_inv eng sessions h hp fuel (init sessions) (init_inv sessions hnew)).1
 
 /-- Every turn with a non-empty fresh prompt is enough. -/
 theorem one_at_a_time_rate' (eng : Engine) (sessions : List Session) (fuel : Nat) (h : eng.reqsCap = 1)
-    (hnew : ∀ s ∈ sessions, ∀ t ∈ s.turns, 0 < t.new) :
+    (hp : eng.phased = false) (hnew : ∀ s ∈ sessions, ∀ t ∈ s.turns, 0 < t.new) :
     ∀ t, outDoneBy sessions t (run eng sessions fuel (init sessions)).outcomes ≤ t :=
-  one_at_a_time_rate eng sessions fuel h fun s hs t ht =>
+  one_at_a_time_rate eng sessions fuel h hp fun s hs t ht =>
     hnew s hs t (List.mem_of_mem_head? ht)
 
 /-- The hypothesis is needed: a first turn with an empty prompt and two output tokens is answered
 by the iteration at step 0 (it knows one token, and counts it as an output token already produced). -/
 example : outDoneBy [⟨0, [⟨0, 2, 0, false⟩]⟩] 1
-    (run ⟨8, 1, 100, 4, 0, true⟩ [⟨0, [⟨0, 2, 0, false⟩]⟩] 50 (init [⟨0, [⟨0, 2, 0, false⟩]⟩])).outcomes = 2 := by
+    (run ⟨8, 1, 100, 4, 0, true, false⟩ [⟨0, [⟨0, 2, 0, false⟩]⟩] 50 (init [⟨0, [⟨0, 2, 0, false⟩]⟩])).outcomes = 2 := by
   decide +kernel
 
 end Serq

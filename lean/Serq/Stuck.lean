@@ -17,7 +17,8 @@ machine (`run_stuck`).
 namespace Serq
 
 /-- With nobody to serve, serving changes nothing. -/
-theorem serveRunning_nil (eng : Engine) : ∀ (fuel : Nat) (p : Plan), p.todo = [] → serveRunning eng fuel p = p
+theorem serveRunning_nil (eng : Engine) (only : Option Bool) :
+    ∀ (fuel : Nat) (p : Plan), p.todo = [] → serveRunning eng only fuel p = p
   | 0, _, _ => rfl
   | fuel + 1, p, h => by
     simp only [serveRunning]
@@ -31,9 +32,10 @@ theorem serveRunning_nil (eng : Engine) : ∀ (fuel : Nat) (p : Plan), p.todo = 
 
 /-- With nothing resident, a head that can never fit is not admitted, and stops the admissions. -/
 theorem admitHeads_stuck (eng : Engine) (rq : Req) (rest : List Req) (h : neverFits eng rq = true) :
-    ∀ (fuel : Nat) (p : Plan), p.done = [] → p.waiting = rq :: rest → admitHeads eng fuel p = p
-  | 0, _, _, _ => rfl
-  | fuel + 1, p, hd, hw => by
+    ∀ (only : Option Bool) (fuel : Nat) (p : Plan), p.done = [] → p.waiting = rq :: rest →
+      admitHeads eng only fuel p = p
+  | _, 0, _, _, _ => rfl
+  | only, fuel + 1, p, hd, hw => by
     simp only [admitHeads]
     split
     · rfl
@@ -68,9 +70,9 @@ theorem step_stuck (eng : Engine) (sessions : List Session) (m : Machine) (h : m
     intro chunk
     unfold plan
     simp only
-    rw [serveRunning_nil eng _ _ rfl]
+    rw [serveRunning_nil eng _ _ _ rfl]
     simp only [if_pos]
-    exact admitHeads_stuck eng rq rest hnf _ _ rfl rfl
+    exact admitHeads_stuck eng rq rest hnf _ _ _ rfl rfl
   unfold step
   simp only [duePending, submit, countFirst, Nat.add_zero]
   rw [if_neg (by simp [noRes, noReq]), hplan]

@@ -22,9 +22,10 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from serq.ir import models as ir
-from serq.leangen.fragment import FragmentEngine, FragmentProgram, environment, fragment, oracle_inputs
+from serq.leangen.fragment import (FragmentEngine, FragmentProgram, engine_program, environment, fragment,
+                                   oracle_inputs)
 from serq.link import link_file
-from serq.oracle import ORACLE_PROGRAM, TurnSpec, write_trace
+from serq.oracle import TurnSpec, write_trace
 
 Sessions = tuple[tuple[int, tuple[TurnSpec, ...]], ...]
 
@@ -60,10 +61,12 @@ class _Trace:
 
 
 def materialize(case: Case, folder: Path) -> Path:
-    """Write the case as a program (the oracle program), its trace and its instance file."""
+    """Write the case as a program (the oracle program, or its phase-separated twin), its trace and
+    its instance file."""
     folder.mkdir(parents=True, exist_ok=True)
-    program = folder / ORACLE_PROGRAM.name
-    shutil.copyfile(ORACLE_PROGRAM, program)
+    source = engine_program(case.engine)
+    program = folder / source.name
+    shutil.copyfile(source, program)
     write_trace(_Trace(case.sessions), folder / "vllm_request.csv")
     (folder / "instance.json").write_text(json.dumps(oracle_inputs(case.engine), indent=2, sort_keys=True) + "\n")
     return program

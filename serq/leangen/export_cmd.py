@@ -14,8 +14,10 @@ import click
 @click.option("--set", "sets", multiple=True, metavar="NAME=VALUE", help="Supply a declared input.")
 @click.option("--instance", type=click.Path(dir_okay=False),
               help="An instance file of inputs (and settings): F.sq or F.json (docs/language.md).")
+@click.option("--arrivals", type=click.IntRange(min=1), metavar="N",
+              help="The run's open arrivals (a `renewal` workload's sessions), as `serq run --arrivals N`.")
 @click.option("--namespace", help="The Lean namespace (default: Serq.Programs.<file name>).")
-def export(file, extra, sets, instance, namespace) -> None:
+def export(file, extra, sets, instance, arrivals, namespace) -> None:
     """Print FILE as a Lean module: a program with a step engine as the engine model's value
     (Serq.Exec), any other as its kernel IR's (Serq.Kernel); refuse, with the construct's
     location, a program outside both fragments."""
@@ -24,6 +26,8 @@ def export(file, extra, sets, instance, namespace) -> None:
     @guarded
     def body() -> None:
         program, _ = link_program(file, sets, instance, extra)
+        if arrivals is not None:
+            program = program.model_copy(update={"settings": program.settings.model_copy(update={"arrivals": arrivals})})
         stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(file).stem)
         ns = namespace or f"Serq.Programs.{stem}"
         base = Path(file).parent

@@ -1,7 +1,8 @@
 """Which programs the Lean model covers, and their Lean values.
 
 The fragment (docs/lean.md): one step engine on the step clock running vLLM's
-schedule over a request-slot pool and a block KV pool, the oracle program's
+schedule (or FasterTransformer's phase separation on it: `only (in_phase())` in both
+statements) over a request-slot pool and a block KV pool, the oracle program's
 request (`examples/oracle/vllm_request.sq`), and sessions with given arrival
 times (an ordered trace). `fragment()` reads those parameters off the IR and
 refuses anything else, naming the construct and where it stands.
@@ -34,6 +35,9 @@ class FragmentEngine:
     block_size: int
     chunk: int  # the chunk cap while more than one request runs or waits; 0: none
     caching: bool
+    # FasterTransformer's phase separation: `only (in_phase())` in both statements of vLLM's schedule
+    # (serq/programs/vllm_request_phased.sq)
+    phased: bool = False
 
 
 @dataclass
@@ -46,6 +50,38 @@ def outside(what: str, loc: ir.Loc | None, base: Path, fragment: str = "the Lean
     """The refusal of a construct outside a Lean fragment, at its place in the program's file."""
     span = Span(str(base / loc.file), loc.line, loc.col) if loc is not None else None
     return SerqError(f"outside {fragment}: {what}", span, "lean")
+
+
+PHASED_PROGRAM = ORACLE_PROGRAM.with_name("vllm_request_phased.sq")
+
+
+def engine_program(engine: FragmentEngine) -> Path:
+    """The program an engine of the fragment is an instance of (with `oracle_inputs(engine)`)."""
+    return PHASED_PROGRAM if engine.phased else ORACLE_PROGRAM
+
+
+@lru_cache(maxsize=1)
+def _phased_iteration() -> list:
+    """The iteration body of FasterTransformer's schedule, as data without locations."""
+    program = link_file(PHASED_PROGRAM, {})
+    step = next(s.service for s in program.stages if isinstance(s.service, ir.Step))
+    return [_without_locations(st.model_dump(mode="json")) for st in step.iteration]
+
+
+def _without_locations(x):
+    if isinstance(x, dict):
+        return {k: _without_locations(v) for k, v in x.items() if k != "at"}
+    if isinstance(x, list):
+        return [_without_locations(v) for v in x]
+    return x
+
+
+def _is_phase_separated(step: ir.Step) -> bool:
+    """Is the schedule vLLM's with `only (in_phase())` on both statements (the lowering's two-statement
+    iteration body), `def in_phase() { running.decoding > 0 ? decoding : !decoding }` written out?"""
+    if step.iteration is None:
+        return False
+    return [_without_locations(st.model_dump(mode="json")) for st in step.iteration] == _phased_iteration()
 
 
 def fragment(program: ir.Program, base: Path) -> FragmentProgram:
@@ -67,8 +103,14 @@ def fragment_engine(program: ir.Program, base: Path) -> FragmentEngine:
     stage = steps[0]
     if stage.count != 1:
         raise outside(f"engine family `{stage.name}[{stage.count}]`", stage.at, base)
+    phased = _is_phase_separated(stage.service)
+    # phase separation is vLLM's schedule with an `only`: its other settings are read as vLLM's
+    vllm_view = program
+    if phased:
+        plain = stage.model_copy(update={"service": stage.service.model_copy(update={"iteration": None})})
+        vllm_view = program.model_copy(update={"stages": [plain if s is stage else s for s in program.stages]})
     try:
-        s = vllm_settings(program, stage.name)
+        s = vllm_settings(vllm_view, stage.name)
     except SerqError as e:
         raise outside(e.message, stage.at, base) from None
     if s.get("long_prefill_token_threshold_adaptive"):
@@ -87,7 +129,8 @@ def fragment_engine(program: ir.Program, base: Path) -> FragmentEngine:
     _check_server(program, stage.name, base)
     engine = FragmentEngine(
         budget=s["max_num_batched_tokens"], reqs_cap=s["max_num_seqs"], kv_blocks=s["num_gpu_blocks"] - 1,
-        block_size=s["block_size"], chunk=s["long_prefill_token_threshold"], caching=s["enable_prefix_caching"])
+        block_size=s["block_size"], chunk=s["long_prefill_token_threshold"], caching=s["enable_prefix_caching"],
+        phased=phased)
     _check_oracle_request(program, stage.name, engine, base)
     return engine
 
@@ -113,16 +156,16 @@ def _server_shape(program: ir.Program, engine: str) -> list:
         elif pool.memory_of == engine:
             names[pool.name] = "<kv>"
 
-    def norm(x):
+    def by_role(x):
         if isinstance(x, dict):
-            return {k: norm(v) for k, v in x.items() if k != "at"}
+            return {k: by_role(v) for k, v in x.items()}
         if isinstance(x, list):
-            return [norm(v) for v in x]
+            return [by_role(v) for v in x]
         if isinstance(x, str):
             return names.get(x, x)
         return x
     request = program.server[:len(program.server) - len(trailing_observes(program))]
-    return [norm(st.model_dump(mode="json")) for st in request]
+    return [by_role(_without_locations(st.model_dump(mode="json"))) for st in request]
 
 
 def trailing_observes(program: ir.Program) -> list[ir.ObserveStmt]:

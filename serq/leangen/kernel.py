@@ -23,6 +23,7 @@ from pathlib import Path
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import environment, outside
+from serq.link.linker import fold
 
 #: The IR's binary operators as Lean's `Serq.Kernel.BinOp` names them (`div` is `floorDiv` only).
 BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "ne": "ne", "lt": "lt",
@@ -69,6 +70,7 @@ class KernelProgram:
     session: list[LStmt]
     server: list[LStmt]
     sessions: int
+    gap: int = 0  # `arrive renewal(gap)`: session k arrives at (k + 1) * gap; 0: `arrive batch(N)`, all at 0
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -101,9 +103,7 @@ class _Lowering:
         for gauge in p.gauges:
             raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
         w = p.workload
-        if not isinstance(w.arrival, ir.Batch):
-            raise _outside(f"the workload's `{w.arrival.kind}` arrivals: the fragment's sessions arrive together "
-                           "(`arrive batch(N);`)", None, base)
+        sessions, gap = self.arrivals(w.arrival)
         if w.trace is not None:
             raise _outside("a trace beside the arrival law: the fragment's turns come from the program", None, base)
         for name in ("serial", "turn_no"):
@@ -114,7 +114,27 @@ class _Lowering:
             pools=self.pools, caps=caps, queue_keys=queue_keys,
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
             init=self.block(w.init), turn_block=self.block(w.turn), session=self.block(w.session),
-            server=self.block(p.server), sessions=w.arrival.sessions, source=p.source or "")
+            server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "")
+
+    def arrivals(self, arrival: ir.Arrival) -> tuple[int, int]:
+        """The sessions and the gap between arrivals: `batch(N)` (N, 0), or `renewal(g)` with a constant
+        whole gap g > 0 and the run's `--arrivals N` (N, g)."""
+        base = self.base
+        if isinstance(arrival, ir.Batch):
+            return arrival.sessions, 0
+        if not isinstance(arrival, ir.Renewal):
+            raise _outside(f"the workload's `{arrival.kind}` arrivals: the fragment's sessions arrive together "
+                           "(`arrive batch(N);`) or at a constant gap (`arrive renewal(g);`)", None, base)
+        gap = fold(arrival.gap)
+        if gap is None:
+            raise _outside("a drawn renewal gap: the fragment's programs are deterministic", None, base)
+        if not (float(gap).is_integer() and gap > 0):
+            raise _outside(f"a renewal gap of {gap}: the fragment's clock is whole", None, base)
+        limit = self.p.settings.arrivals
+        if limit is None:
+            raise _outside("`arrive renewal(g)` without `--arrivals N`: the fragment's runs have a given "
+                           "number of sessions", None, base)
+        return limit, int(gap)
 
     def pool(self, pool: ir.Pool) -> int:
         """A pool's cap, when the pool is in the fragment: one member, a finite whole cap, no blocks,
@@ -373,7 +393,8 @@ def recorded(program: ir.Program, kp: KernelProgram, base: Path | None = None) -
     """Run the program with the reference interpreter: per session (serial 0 first) what it answered
     and observed. Raises NotNatural when a recorded value is not a natural number."""
     from serq.sim.engine import Engine
-    E = Engine(program, seed=program.settings.seed, horizon=math.inf, warmup=0.0, arrivals=None,
+    E = Engine(program, seed=program.settings.seed, horizon=math.inf, warmup=0.0,
+               arrivals=kp.sessions if kp.gap else None,
                base_dir=str(base) if base is not None else None, log_turns=True)
     E.run()
     n = kp.sessions

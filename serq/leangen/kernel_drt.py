@@ -113,7 +113,7 @@ def _block_tokens(block, out: list) -> None:
 def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL) -> str:
     """The case as a line of `Serq.Kernel.checkLine` (lean/Serq/KernelCodec.lean says the format)."""
     p = observed.value
-    out = [case_id, fuel, len(p.attributes), p.serial_at, p.turn_no_at, p.sessions]
+    out = [case_id, fuel, len(p.attributes), p.serial_at, p.turn_no_at, p.sessions, p.gap]
     for block in (p.init, p.turn_block, p.session, p.server):
         _block_tokens(block, out)
     out.append(len(p.services))

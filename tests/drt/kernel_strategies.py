@@ -7,7 +7,8 @@ shrink, so nothing is lost). A program is built as IR directly: random statement
 workload's init, turn and session blocks and in the server (set, observe, branch, bounded while
 and loop, end, run on a delay stage or a fifo(c) stage, hold on a random subset of zero to three
 pools of small caps, in a random order), random expressions over the attributes and `now`, one
-to four sessions of a batch; a pool's queue is fifo or by keys of few values (ties are common).
+to four sessions of a batch or at a constant renewal gap (three programs in five, a gap of 1 to 3, the run's
+`--arrivals` the sessions); a pool's queue is fifo or by keys of few values (ties are common).
 The sessions meet at the fifo stage and in the pools' queues, and a hold's units above its cap
 (refused) or reading `now` (judged at every try) happen on purpose.
 
@@ -194,6 +195,12 @@ def kernel_case(rng: random.Random) -> KernelCase:
         workload=ir.Workload(arrival=ir.Batch(sessions=rng.randint(1, 4)), init=init, turn=turn, session=session),
         server=server,
     )
+    # drawn last, so that the rest of a seed's program is what it was before renewals were generated
+    gap = rng.choice([0, 0, 1, 2, 3])
+    if gap:
+        sessions = program.workload.arrival.sessions
+        workload = program.workload.model_copy(update={"arrival": ir.Renewal(gap=_num(gap))})
+        program = program.model_copy(update={"workload": workload, "settings": ir.Settings(arrivals=sessions)})
     return KernelCase(program)
 
 

@@ -25,6 +25,8 @@ def engines(draw) -> FragmentEngine:
         block_size=block,
         chunk=draw(st.one_of(st.just(0), st.integers(1, 24))),
         caching=draw(st.booleans()),
+        # one engine in four is FasterTransformer's: `only (in_phase())` on vLLM's schedule
+        phased=draw(st.sampled_from([False, False, False, True])),
     )
 
 

@@ -4,7 +4,8 @@ of the fragment and their workloads (Cedar-style: the Lean model is the specific
 `test_interpreter_runs_generated_cases` runs DRT_CASES generated cases (1 000 by default;
 `SERQ_DRT_CASES=5000` for more) through the interpreter; `test_lean_agrees` checks every
 one in Lean, in batches, and on a divergence shrinks it and writes a rerunnable program.
-`test_planted_bug_is_caught` shows the suite catches a requeue at the tail.
+`test_planted_bug_is_caught` shows the suite catches a requeue at the tail, and a
+phase-separated engine that serves the heads it admits in a decode phase.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from helpers import REPO
 from serq.leangen.drt import Case, check_in_lean, observe, shrink, write_reproducer
+from serq.leangen.fragment import engine_program
 from strategies import cases
 
 DRT_CASES = int(os.environ.get("SERQ_DRT_CASES", "1000"))
@@ -45,8 +47,9 @@ def test_lean_agrees():
         first = min(failures, key=lambda f: f.case.size())
         small = shrink(first.case, _interpreter_for_shrink)
         folder = write_reproducer(small, FAILURES / f"case{first.case_id}")
+        program = folder / engine_program(small.engine).name
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} cases diverge; the smallest found is in {folder} "
-                    f"(serq run {folder}/vllm_request.sq --instance {folder}/instance.json); Lean said: "
+                    f"(serq run {program} --instance {folder}/instance.json); Lean said: "
                     f"{first.message[:500]}")
 
 
@@ -67,24 +70,47 @@ def _requeue_at_tail(program, base):
     return interpreter(buggy, base)
 
 
+def _admitted_heads_served_in_a_decode_phase(program, base):
+    """A planted bug: a phase-separated engine whose `admit waiting` has no `only`, so the heads it
+    admits while residents decode get their prefill tokens (the reference: they wait as residents)."""
+    from serq.ir import models as ir
+    from serq.leangen.drt import interpreter
+    buggy = program.model_copy(deep=True)
+    for stage in buggy.stages:
+        if isinstance(stage.service, ir.Step) and stage.service.iteration:
+            for statement in stage.service.iteration:
+                if statement.kind == "admit":
+                    statement.only = None
+    return interpreter(buggy, base)
+
+
+#: the planted bugs, and how many cases of each (one Lean batch checks them all)
+PLANTED_BUGS = {_requeue_at_tail: 12, _admitted_heads_served_in_a_decode_phase: 8}
 PLANTED: list[tuple[int, Case, object]] = []
+PLANTED_BY: dict[object, list[int]] = {bug: [] for bug in PLANTED_BUGS}
 
 
-@settings(max_examples=400, deadline=None, database=None, phases=[Phase.generate],
+@settings(max_examples=600, deadline=None, database=None, phases=[Phase.generate],
           suppress_health_check=list(HealthCheck))
 @given(cases())
 def _collect_planted(case: Case):
-    if len(PLANTED) >= 12:
-        return
-    right, wrong = observe(case), observe(case, _requeue_at_tail)
-    if right != wrong:
-        PLANTED.append((len(PLANTED), case, wrong))
+    right = None
+    for bug, wanted in PLANTED_BUGS.items():
+        if len(PLANTED_BY[bug]) >= wanted:
+            continue
+        right = right or observe(case)
+        wrong = observe(case, bug)
+        if right != wrong:
+            PLANTED_BY[bug].append(len(PLANTED))
+            PLANTED.append((len(PLANTED), case, wrong))
+            return
 
 
 @pytest.mark.lean
 def test_planted_bug_is_caught():
     _collect_planted()
-    assert PLANTED, "no generated case preempted with a queue behind the victim"
+    for bug, ids in PLANTED_BY.items():
+        assert len(ids) >= 2, f"the generator rarely exercises {bug.__name__}"
     failures = check_in_lean(PLANTED)
     assert {f.case_id for f in failures} == {i for i, _, _ in PLANTED}
 
@@ -95,14 +121,15 @@ def test_a_divergence_is_shrunk_to_a_rerunnable_program(tmp_path):
     written as a program, trace and instance file that `serq run` reruns."""
     import subprocess
     import sys
-    if not PLANTED:
+    if not PLANTED_BY[_requeue_at_tail]:
         _collect_planted()
-    _, case, _ = min(PLANTED, key=lambda item: item[1].size())
+    _, case, _ = min((PLANTED[i] for i in PLANTED_BY[_requeue_at_tail]), key=lambda item: item[1].size())
     small = shrink(case, _requeue_at_tail, rounds=1)
     assert small.size() <= case.size()
     assert check_in_lean([(0, small, observe(small, _requeue_at_tail))]), "the shrunk case no longer diverges"
     folder = write_reproducer(small, tmp_path / "case")
-    assert {p.name for p in folder.iterdir()} == {"vllm_request.sq", "vllm_request.csv", "instance.json"}
-    run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(folder / "vllm_request.sq"),
+    program = engine_program(small.engine).name
+    assert {p.name for p in folder.iterdir()} == {program, "vllm_request.csv", "instance.json"}
+    run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(folder / program),
                           "--instance", str(folder / "instance.json")], capture_output=True, text=True)
     assert run.returncode == 0, run.stderr

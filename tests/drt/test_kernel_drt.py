@@ -176,12 +176,24 @@ def _by_patching(patch):
     return wrong
 
 
+def _renewal_gap_one_longer(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the arrivals: the interpreter runs a renewal program's sessions a step further
+    apart than its gap says (a batch program is left as it is)."""
+    program = case.program
+    if isinstance(program.workload.arrival, ir.Renewal):
+        gap = ir.Num(value=program.workload.arrival.gap.value + 1)
+        workload = program.workload.model_copy(update={"arrival": ir.Renewal(gap=gap)})
+        program = program.model_copy(update={"workload": workload})
+    return recorded(program, right.value)
+
+
 PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "set_after_observe": _by_rewriting(_set_after_observe),
            "fifo_serves_newest": _by_patching(_fifo_serves_newest),
            "no_head_of_line_blocking": _by_patching(_no_head_of_line_blocking),
            "queue_ties_to_the_last": _by_patching(_queue_ties_to_the_last),
-           "release_waits_for_the_end": _by_patching(_release_waits_for_the_end)}
+           "release_waits_for_the_end": _by_patching(_release_waits_for_the_end),
+           "renewal_gap_one_longer": _renewal_gap_one_longer}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
@@ -233,7 +245,8 @@ def test_a_case_line_is_the_programs_tokens():
     observed = observe_kernel(case)
     line = encode_case(42, observed, fuel=99).split()
     p = observed.value
-    assert line[:6] == ["42", "99", str(len(p.attributes)), str(p.serial_at), str(p.turn_no_at), str(p.sessions)]
+    assert line[:7] == ["42", "99", str(len(p.attributes)), str(p.serial_at), str(p.turn_no_at), str(p.sessions),
+                        str(p.gap)]
     assert all(t.isdigit() for t in line)
     tail = []
     for s in observed.sessions:

@@ -25,8 +25,8 @@ open Serq
 
 namespace cache_20261201_010
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 6, 38, 8, 0, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 6, 38, 8, 0, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -52,8 +52,8 @@ end cache_20261201_010
 
 namespace cache_20261201_011
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 8, 98, 8, 0, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 8, 98, 8, 0, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -84,8 +84,8 @@ end cache_20261201_011
 
 namespace cache_20261201_012
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 8, 43, 16, 40, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 8, 43, 16, 40, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -115,8 +115,8 @@ end cache_20261201_012
 
 namespace cache_20261201_013
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨16, 2, 50, 16, 90, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨16, 2, 50, 16, 90, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -156,8 +156,8 @@ end cache_20261201_013
 
 namespace cache_20261201_014
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 7, 178, 8, 105, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 7, 178, 8, 105, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -188,8 +188,8 @@ end cache_20261201_014
 
 namespace cache_20261201_015
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 5, 529, 16, 102, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 5, 529, 16, 102, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -237,8 +237,8 @@ end cache_20261201_015
 
 namespace cache_20261201_016
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 4, 115, 4, 128, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 4, 115, 4, 128, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -263,8 +263,8 @@ end cache_20261201_016
 
 namespace cache_20261201_017
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 8, 191, 16, 0, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 8, 191, 16, 0, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -303,8 +303,8 @@ end cache_20261201_017
 
 namespace cache_20261201_018
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 3, 318, 4, 0, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 3, 318, 4, 0, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -340,8 +340,8 @@ end cache_20261201_018
 
 namespace cache_20261201_019
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 2, 328, 8, 0, true⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 2, 328, 8, 0, true, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [

@@ -25,8 +25,8 @@ open Serq
 
 namespace a_alone
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 4, 39, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 4, 39, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -46,8 +46,8 @@ end a_alone
 
 namespace b_chunked
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 4, 63, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 4, 63, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -69,8 +69,8 @@ end b_chunked
 
 namespace c_seqcap
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 2, 39, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 2, 39, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -98,8 +98,8 @@ end c_seqcap
 
 namespace d_hol
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 4, 9, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 4, 9, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -123,8 +123,8 @@ end d_hol
 
 namespace e_longchunk
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 4, 63, 16, 24, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 4, 63, 16, 24, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -146,8 +146,8 @@ end e_longchunk
 
 namespace f2_mixed
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨512, 4, 38, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨512, 4, 38, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -177,8 +177,8 @@ end f2_mixed
 
 namespace f_preempt
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 8, 38, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 8, 38, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -208,8 +208,8 @@ end f_preempt
 
 namespace g_alone_cap_lifted
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 4, 39, 16, 24, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 4, 39, 16, 24, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [

@@ -25,8 +25,8 @@ open Serq
 
 namespace rand_20261201_0000
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 2, 79, 8, 74, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 2, 79, 8, 74, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -60,8 +60,8 @@ end rand_20261201_0000
 
 namespace rand_20261201_0001
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨512, 6, 72, 4, 46, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨512, 6, 72, 4, 46, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -83,8 +83,8 @@ end rand_20261201_0001
 
 namespace rand_20261201_0002
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 8, 72, 8, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 8, 72, 8, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -118,8 +118,8 @@ end rand_20261201_0002
 
 namespace rand_20261201_0003
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨512, 8, 62, 4, 65, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨512, 8, 62, 4, 65, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -139,8 +139,8 @@ end rand_20261201_0003
 
 namespace rand_20261201_0004
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 5, 41, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 5, 41, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -164,8 +164,8 @@ end rand_20261201_0004
 
 namespace rand_20261201_0005
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨32, 5, 74, 8, 128, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨32, 5, 74, 8, 128, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -197,8 +197,8 @@ end rand_20261201_0005
 
 namespace rand_20261201_0006
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 2, 40, 16, 118, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 2, 40, 16, 118, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -230,8 +230,8 @@ end rand_20261201_0006
 
 namespace rand_20261201_0007
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨16, 5, 73, 16, 125, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨16, 5, 73, 16, 125, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -261,8 +261,8 @@ end rand_20261201_0007
 
 namespace rand_20261201_0008
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 8, 25, 8, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 8, 25, 8, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -284,8 +284,8 @@ end rand_20261201_0008
 
 namespace rand_20261201_0009
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨32, 5, 53, 16, 4, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨32, 5, 53, 16, 4, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [

@@ -25,8 +25,8 @@ open Serq
 
 namespace rand_20261201_0010
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨8, 7, 51, 8, 25, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨8, 7, 51, 8, 25, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -46,8 +46,8 @@ end rand_20261201_0010
 
 namespace rand_20261201_0011
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 2, 64, 8, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 2, 64, 8, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -77,8 +77,8 @@ end rand_20261201_0011
 
 namespace rand_20261201_0012
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 4, 70, 16, 87, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 4, 70, 16, 87, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -112,8 +112,8 @@ end rand_20261201_0012
 
 namespace rand_20261201_0013
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨16, 6, 65, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨16, 6, 65, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -147,8 +147,8 @@ end rand_20261201_0013
 
 namespace rand_20261201_0014
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨512, 5, 61, 8, 102, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨512, 5, 61, 8, 102, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -172,8 +172,8 @@ end rand_20261201_0014
 
 namespace rand_20261201_0015
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨32, 5, 34, 16, 27, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨32, 5, 34, 16, 27, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -199,8 +199,8 @@ end rand_20261201_0015
 
 namespace rand_20261201_0016
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨16, 2, 73, 8, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨16, 2, 73, 8, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -220,8 +220,8 @@ end rand_20261201_0016
 
 namespace rand_20261201_0017
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨16, 7, 18, 16, 26, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨16, 7, 18, 16, 26, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -245,8 +245,8 @@ end rand_20261201_0017
 
 namespace rand_20261201_0018
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨8, 3, 77, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨8, 3, 77, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -272,8 +272,8 @@ end rand_20261201_0018
 
 namespace rand_20261201_0019
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨32, 2, 55, 8, 124, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨32, 2, 55, 8, 124, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [

@@ -25,8 +25,8 @@ open Serq
 
 namespace rand_20261201_0020
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 8, 15, 8, 104, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 8, 15, 8, 104, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -46,8 +46,8 @@ end rand_20261201_0020
 
 namespace rand_20261201_0021
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 6, 53, 4, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 6, 53, 4, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -69,8 +69,8 @@ end rand_20261201_0021
 
 namespace rand_20261201_0022
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 7, 51, 8, 88, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 7, 51, 8, 88, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -104,8 +104,8 @@ end rand_20261201_0022
 
 namespace rand_20261201_0023
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨512, 2, 45, 8, 79, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨512, 2, 45, 8, 79, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -127,8 +127,8 @@ end rand_20261201_0023
 
 namespace rand_20261201_0024
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨256, 1, 60, 8, 115, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨256, 1, 60, 8, 115, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -158,8 +158,8 @@ end rand_20261201_0024
 
 namespace rand_20261201_0025
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 2, 75, 16, 87, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 2, 75, 16, 87, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -191,8 +191,8 @@ end rand_20261201_0025
 
 namespace rand_20261201_0026
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨32, 8, 29, 16, 0, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨32, 8, 29, 16, 0, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -220,8 +220,8 @@ end rand_20261201_0026
 
 namespace rand_20261201_0027
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 8, 57, 8, 9, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 8, 57, 8, 9, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -256,8 +256,8 @@ end rand_20261201_0027
 
 namespace rand_20261201_0028
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨64, 1, 41, 8, 102, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨64, 1, 41, 8, 102, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [
@@ -281,8 +281,8 @@ end rand_20261201_0028
 
 namespace rand_20261201_0029
 
-/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching. -/
-def engine : Engine := ⟨128, 7, 51, 8, 21, false⟩
+/-- The engine: tokens cap, request slots, KV blocks, block size, chunk cap, prefix caching, phase separation. -/
+def engine : Engine := ⟨128, 7, 51, 8, 21, false, false⟩
 
 /-- The sessions: arrival step, then each turn's new tokens, output tokens, think steps, forced miss. -/
 def sessions : List Session := [

@@ -21,8 +21,8 @@ open Serq
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
 def irDigest : String := "518c1b4f548e414cd053be940ab3dd5d080d84239b33d5601f65980b13158394"
 
-/-- The engine: tokens cap 16, request slots 2, 64 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false. -/
-def engine : Engine := ⟨16, 2, 64, 4, 0, false⟩
+/-- The engine: tokens cap 16, request slots 2, 64 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
+def engine : Engine := ⟨16, 2, 64, 4, 0, false, false⟩
 
 /-- A session of the family, the `k`-th (from 0): every session at step 0 (batch); one turn each, no think time; `new` = 8, `out` = 4, no forced miss. -/
 def sessionOk (_k : Nat) (s : Session) : Bool :=
@@ -33,11 +33,11 @@ def family (ss : List Session) : Bool :=
   decide (ss.length ≤ 500) && everySession sessionOk 0 ss
 
 /-- `claim work_conserving: every iteration of llm (demand < B || tokens == B);` (li_dai_peng.sq:75:3) -/
-def work_conserving_54b0dd4e293a : Prop :=
+def work_conserving_5b14319e3d29 : Prop :=
   EveryIteration engine family (fun r => ((decide ((r.demand : Int) < (16 : Int))) || ((r.tokens : Int) == (16 : Int))))
 
 /-- `claim capped_batch_idles: some iteration of llm (arrived * W - served >= B && tokens < B);` (li_dai_peng.sq:79:3) -/
-def capped_batch_idles_d16cad48f199 : Prop :=
+def capped_batch_idles_de2d0eb33ffd : Prop :=
   SomeIteration engine family (fun r => ((decide ((((r.arrived : Int) * (11 : Int)) - (r.served : Int)) ≥ (16 : Int))) && (decide ((r.tokens : Int) < (16 : Int)))))
 
 end Papers.Claims.LiDaiPeng

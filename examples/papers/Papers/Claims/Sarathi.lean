@@ -21,8 +21,8 @@ open Serq
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
 def irDigest : String := "92b43d15d8de3ff5b494be46ec28d33a1320c1896023c925d2127e6dfab9db38"
 
-/-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false. -/
-def engine : Engine := ⟨256, 32, 1024, 16, 0, false⟩
+/-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
+def engine : Engine := ⟨256, 32, 1024, 16, 0, false, false⟩
 
 /-- A session of the family, the `k`-th (from 0): any arrival steps (Poisson); one turn each, no think time; `new` any natural number (drawn), `out` any natural number (drawn), no forced miss. -/
 def sessionOk (_k : Nat) (s : Session) : Bool :=
@@ -33,15 +33,15 @@ def family (ss : List Session) : Bool :=
   decide (ss.length ≤ 500) && everySession sessionOk 0 ss
 
 /-- `claim stall_free: every iteration of llm (demand < B || tokens == B);` (sarathi.sq:72:3) -/
-def stall_free_3242dfb045c1 : Prop :=
+def stall_free_67c180b5a242 : Prop :=
   EveryIteration engine family (fun r => ((decide ((r.demand : Int) < (256 : Int))) || ((r.tokens : Int) == (256 : Int))))
 
 /-- `claim bounded: every iteration of llm (tokens <= B);` (sarathi.sq:76:3) -/
-def bounded_fc8bf1a0c9c5 : Prop :=
+def bounded_90f62b1b8bc6 : Prop :=
   EveryIteration engine family (fun r => (decide ((r.tokens : Int) ≤ (256 : Int))))
 
 /-- `claim token_rate: every iteration of llm (served <= B * now);` (sarathi.sq:80:3) -/
-def token_rate_e5d133a58c69 : Prop :=
+def token_rate_2da11bed0f80 : Prop :=
   EveryIteration engine family (fun r => (decide ((r.served : Int) ≤ ((256 : Int) * (r.start : Int)))))
 
 end Papers.Claims.Sarathi

@@ -21,8 +21,8 @@ open Serq
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
 def irDigest : String := "0b4a6288ba02047ca3e0fe63ccca357da2924ea30b040650e7306f00f2c2c9ed"
 
-/-- The engine: tokens cap 16, request slots 1, 256 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false. -/
-def engine : Engine := ⟨16, 1, 256, 4, 0, false⟩
+/-- The engine: tokens cap 16, request slots 1, 256 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
+def engine : Engine := ⟨16, 1, 256, 4, 0, false, false⟩
 
 /-- A session of the family, the `k`-th (from 0): every session at step 0 (batch); one turn each, no think time; `new` = 8, `out` any natural number (drawn), no forced miss. -/
 def sessionOk (_k : Nat) (s : Session) : Bool :=
@@ -43,7 +43,7 @@ def obs_steps (ss : List Session) : List Outcome → List Nat
   | o :: os => (match sessionTurn ss o.sid o.turn with | some t => t.out | none => 0) :: obs_steps ss os
 
 /-- `claim spt_bound: at end (total(response) >= prefix_total(steps));` (smith_spt.sq:77:3) -/
-def spt_bound_1423cadae622 : Prop :=
+def spt_bound_ae7c1114ddbc : Prop :=
   AtEnd engine family (fun ss m => (decide (((sumNat (obs_response ss m.outcomes) : Nat) : Int) ≥ ((prefixTotal (obs_steps ss m.outcomes) : Nat) : Int))))
 
 end Papers.Claims.SmithSpt
