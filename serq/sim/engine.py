@@ -883,21 +883,22 @@ class Engine:
         T = F.thread
         spec = F.spec
         A = T.A
+        members = F.members
         needs = []
-        for i, p in enumerate(spec.pools):
-            m = F.members[i]
+        for p, m in zip(spec.pools, members):
             # (each message is built only for the error: this runs at every admission attempt)
             u = p.units(self, T, A)
             if not u >= 0.0:
                 check_amount(u, f"the units of `{spec.text}` on {m.label}")
-            r = 0.0
+            need = ur = m.up(u)
+            rr = 0.0  # (up(0) is 0)
             if p.reserve is not None:
                 r = p.reserve(self, T, A)
                 if not r >= 0.0:
                     check_amount(r, f"the reserve of `{spec.text}` on {m.label}")
-            ur = m.up(u)
-            rr = m.up(r)
-            need = max(ur, rr)
+                rr = m.up(r)
+                if rr > ur:
+                    need = rr
             if need > m.cap:
                 F.asks = (m, need)
             if not m.fits_admission(need):
@@ -905,8 +906,9 @@ class Engine:
             needs.append((u, ur, rr))
         F.asks = None
         # admitted: out of the queue, into every pool
-        q = F.members[0].queue
-        F.members[0].touch(self.now)
+        first = members[0]
+        q = first.queue
+        first.touch(self.now)
         if q[0] is F:
             q.popleft()
         else:
@@ -920,10 +922,13 @@ class Engine:
         cached_attr = None
         serial = T.sess.serial
         now = self.now
-        for i, m in enumerate(F.members):
+        allocs = F.allocs
+        adm_seq = self.adm_seq
+        caching = spec.cache is not None
+        for i, m in enumerate(members):
             u, ur, rr = needs[i]
             consumed = 0.0
-            if spec.cache is not None and m.name in reuse_pools:
+            if caching and m.name in reuse_pools:
                 e = m.live.get(serial)
                 if e is not None:
                     limit = e.units if rho is None else min(e.units, rho)
@@ -931,14 +936,15 @@ class Engine:
                     m.consume(e, consumed)
                 if cached_attr is None:
                     cached_attr = consumed
-            a = Alloc(F, m, u, ur, rr, consumed, next(self.adm_seq))
-            F.allocs[i] = a
+            a = Alloc(F, m, u, ur, rr, consumed, next(adm_seq))
+            allocs[i] = a
             m.add_holder(a)
-            m.make_room()
+            if m.entries:  # (make_room: only a cache gives way)
+                m.make_room()
             m.admissions += 1
             m.wait_sum += now - F.joined
         A["cached"] = cached_attr if cached_attr is not None else 0.0
-        T.adm_no = F.allocs[0].adm
+        T.adm_no = allocs[0].adm
         if cached_attr is not None:
             S = T.sess
             if S.turn_cached is None and S.in_turn:

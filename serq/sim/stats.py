@@ -90,6 +90,14 @@ def summarise(values) -> dict:
     return out
 
 
+def _segment_ends_before(t, end: float, b, out):
+    """min(segment end, b) for each change point's segment (the next change, the last one's `end`),
+    into `out`: np.minimum(np.append(t[1:], end), b) without the appended array."""
+    np.minimum(t[1:], b, out=out[:-1])
+    out[-1] = np.minimum(end, b)
+    return out
+
+
 def batch_ci(x) -> float | None:
     """Half-width of the 95% CI of the mean by 20 batch means (None below 40 samples)."""
     n = len(x)
@@ -133,31 +141,42 @@ class Gauge:
         out = {"mean": None, "ci95": None, "min": None, "max": None, "windows": WINDOWS}
         if not len(self.times) or not span > 0:
             return out
+        # The change points grow with the run (about one per iteration of an engine): the sums below
+        # are worked in two buffers of their length, reused, rather than in a new array per step
+        # (with ten of them alive at once, the report's peak memory was about three times what the
+        # run holds). Each buffer takes the values the array it stands for had: the same sums.
         t = np.frombuffer(self.times, dtype=np.float64)
         v = np.frombuffer(self.values, dtype=np.float64)
-        seg_start = t
-        seg_end = np.append(t[1:], end)
-        # the value held at `start` is the last change at or before it
-        lo = np.maximum(seg_start, start)
-        hi = np.minimum(seg_end, end)
+        # each value holds over [t[i], t[i + 1]), the last one until `end`; the value held at `start`
+        # is the last change at or before it
+        lo = np.maximum(t, start)
+        hi = _segment_ends_before(t, end, end, np.empty_like(t))
         held = hi > lo
         if not np.any(held):
             return out
-        dur = np.where(held, hi - lo, 0.0)
+        dur = np.subtract(hi, lo, out=hi)
+        dur[~held] = 0.0
         with np.errstate(invalid="ignore"):
-            total = float(np.sum(np.where(held, v * dur, 0.0)))
+            area = np.multiply(v, dur, out=lo)
+            area[~held] = 0.0
+            total = float(np.sum(area))
         out["mean"] = total / span
         out["min"] = float(np.min(v[held]))
         out["max"] = float(np.max(v[held]))
+        del held
         edges = np.linspace(start, end, WINDOWS + 1)
         means = []
+        wl, wh = lo, hi
         for k in range(WINDOWS):
             a, b = edges[k], edges[k + 1]
-            wl = np.maximum(seg_start, a)
-            wh = np.minimum(seg_end, b)
+            np.maximum(t, a, out=wl)
+            _segment_ends_before(t, end, b, wh)
             ok = wh > wl
+            np.subtract(wh, wl, out=wh)
             with np.errstate(invalid="ignore"):
-                means.append(float(np.sum(np.where(ok, v * (wh - wl), 0.0))) / (b - a))
+                np.multiply(v, wh, out=wh)
+                wh[~ok] = 0.0
+                means.append(float(np.sum(wh)) / (b - a))
         m = np.asarray(means)
         if np.all(np.isfinite(m)):
             out["ci95"] = float(T_975_19 * np.std(m, ddof=1) / math.sqrt(WINDOWS))
