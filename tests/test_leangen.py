@@ -239,6 +239,9 @@ def test_kernel_export_of_renewal_arrivals_needs_their_number(tmp_path):
     drawn.write_text(RENEWAL_SOURCE.replace("renewal(3)", "renewal(~exp(3))"))
     r = CliRunner().invoke(main, ["lean", "export", str(drawn), "--arrivals", "3"])
     assert r.exit_code == 1 and "a drawn renewal gap" in r.output, r.output
+    # --arrivals is the run's setting, checked as `serq run` checks it
+    r = CliRunner().invoke(main, ["lean", "export", str(SANDBOX), "--arrivals", "3"])
+    assert r.exit_code == 2 and "the arrivals count open arrivals" in r.output, r.output
 
 
 def test_kernel_recorded_run_of_pools_and_a_fifo_stage_is_the_hand_computed_one():

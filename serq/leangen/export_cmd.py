@@ -25,9 +25,8 @@ def export(file, extra, sets, instance, arrivals, namespace) -> None:
 
     @guarded
     def body() -> None:
-        program, _ = link_program(file, sets, instance, extra)
-        if arrivals is not None:
-            program = program.model_copy(update={"settings": program.settings.model_copy(update={"arrivals": arrivals})})
+        # the flag is a setting as `serq run`'s is: over the instance file's, and checked the same way
+        program, _ = link_program(file, sets, instance, extra, {"arrivals": arrivals})
         stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(file).stem)
         ns = namespace or f"Serq.Programs.{stem}"
         base = Path(file).parent

@@ -64,7 +64,10 @@ def engine_program(engine: FragmentEngine) -> Path:
 def _phased_iteration() -> list:
     """The iteration body of FasterTransformer's schedule, as data without locations."""
     program = link_file(PHASED_PROGRAM, {})
-    step = next(s.service for s in program.stages if isinstance(s.service, ir.Step))
+    return _iteration_shape(next(s.service for s in program.stages if isinstance(s.service, ir.Step)))
+
+
+def _iteration_shape(step: ir.Step) -> list:
     return [_without_locations(st.model_dump(mode="json")) for st in step.iteration]
 
 
@@ -81,7 +84,7 @@ def _is_phase_separated(step: ir.Step) -> bool:
     iteration body), `def in_phase() { running.decoding > 0 ? decoding : !decoding }` written out?"""
     if step.iteration is None:
         return False
-    return [_without_locations(st.model_dump(mode="json")) for st in step.iteration] == _phased_iteration()
+    return _iteration_shape(step) == _phased_iteration()
 
 
 def fragment(program: ir.Program, base: Path) -> FragmentProgram:
