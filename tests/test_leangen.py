@@ -209,6 +209,81 @@ RENEWAL_SOURCE = ("fn main() {\n  stage model : fifo(1);\n  workload { arrive re
 RENEWAL_ANSWERS = {0: [(0, 1, 3, 7)], 1: [(1, 1, 6, 11)], 2: [(2, 1, 9, 15)]}
 
 
+# a pool of blocks of 2 and holds with a reserve: each takes 1 unit, 2 in blocks, and needs room for
+# its reserve 3, 4 in blocks; so with s0 holding 2 of the 5, s1 (2 + 4 > 5) waits until s0's delay of
+# 2 ends, and s2 until s1's: answered at 2, 4 and 6 (units and reserve taken as they are, 1 and 3,
+# all three would fit at 0: rounding is what makes them wait)
+BLOCKS_SOURCE = ("fn main() {\n  stage model : delay;\n  pool kv { cap 5; block 2; }\n  workload { arrive batch(3); }\n"
+                 "  server { hold kv (cost(kv, 1)) reserve (cost(kv, 3)) { run model (cost(model, 2)); } }\n}\n")
+BLOCKS_ANSWERS = {0: [(0, 1, 0, 2)], 1: [(1, 1, 0, 4)], 2: [(2, 1, 0, 6)]}
+
+
+# the prefix cache: a pool of 5 in blocks of 1, two sessions of two turns each holding 4 for a
+# delay of 2 and caching 3 at the release. s1 waits for s0 (4 + 4 > 5); at 2 s0's release caches 3,
+# s1's admission (4) evicts 2 of them from the tail (4 + 3 > 5), leaving s0 1; at 4 s1 caches 3 and
+# s0's second turn consumes its 1 (observed: `cached` 1) and evicts 2 of s1's; at 6 s1's second
+# turn consumes its 1. Answers at 2, 6 (s0) and 4, 8 (s1); `hit` 0 then 1 for each
+CACHE_SOURCE = ("fn main() {\n  stage model : delay;\n  pool kv { cap 5; block 1; }\n"
+                "  workload { arrive batch(2); session { turn; turn; } }\n"
+                "  server {\n    hold kv (cost(kv, 4)) {\n      observe hit = cached;\n      run model (cost(model, 2));\n"
+                "    } cache (cost(kv, 3));\n  }\n}\n")
+CACHE_ANSWERS = {0: [(0, 1, 0, 2), (0, 2, 2, 6)], 1: [(1, 1, 0, 4), (1, 2, 4, 8)]}
+CACHE_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 2, 0, 4, 1)], 1: [(1, 1, 0, 2, 0), (1, 2, 0, 6, 1)]}
+
+
+def _written(folder: Path, name: str, source: str):
+    """A hand-computed program written to `folder` as NAME.sq, and its IR."""
+    f = folder / f"{name}.sq"
+    f.write_text(source)
+    return f, link_file(f)
+
+
+def _cache_program(folder: Path):
+    return _written(folder, "prefix_cache_kernel", CACHE_SOURCE)
+
+
+def test_kernel_recorded_run_of_a_prefix_cache_is_the_hand_computed_one(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded
+    _, program = _cache_program(tmp_path)
+    sessions = recorded(program, kernel_program(program, tmp_path))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == CACHE_ANSWERS
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == CACHE_OBSERVATIONS
+
+
+def test_kernel_export_of_a_prefix_cache(tmp_path):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _cache_program(tmp_path)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    assert ".hold [⟨0, (.num 4), (.num 0), true, true⟩] none (some (.num 3)) [" in r.output
+    assert "blocks := [1]" in r.output and "cachedAt := 0" in r.output
+
+
+def _blocks_program(folder: Path):
+    return _written(folder, "blocks_reserve", BLOCKS_SOURCE)
+
+
+def test_kernel_recorded_run_of_blocks_and_a_reserve_is_the_hand_computed_one(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded
+    f, program = _blocks_program(tmp_path)
+    kp = kernel_program(program, tmp_path)
+    assert kp.blocks == [2]
+    assert {s: list(r.answers) for s, r in enumerate(recorded(program, kp))} == BLOCKS_ANSWERS
+
+
+def test_kernel_export_of_blocks_and_a_reserve(tmp_path):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _blocks_program(tmp_path)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    assert "caps := [5]" in r.output and "blocks := [2]" in r.output
+    assert ".hold [⟨0, (.num 1), (.num 3), false, false⟩] none none [" in r.output
+
+
 def _renewal_program(folder: Path):
     f = folder / "renewal_fifo.sq"
     f.write_text(RENEWAL_SOURCE)
@@ -259,7 +334,7 @@ def test_kernel_export_of_pools_and_a_fifo_stage():
     r = CliRunner().invoke(main, ["lean", "export", str(SANDBOX)])
     assert r.exit_code == 0, r.output
     assert "stages := [(.fifo 1), .delay]" in r.output and "caps := [1]" in r.output
-    assert ".hold [⟨0, (.num 1)⟩] [" in r.output
+    assert ".hold [⟨0, (.num 1), (.num 0), false, false⟩] none none [" in r.output and "blocks := [0]" in r.output
 
 
 def test_kernel_export_of_queue_keys(tmp_path):
@@ -274,7 +349,7 @@ def test_kernel_export_of_queue_keys(tmp_path):
     assert r.exit_code == 0, r.output
     assert "caps := [2, 3]" in r.output
     assert "queueKeys := [[(.bin .mod (.attr 2) (.num 2)), .waited], []]" in r.output
-    assert ".hold [⟨0, (.num 1)⟩, ⟨1, (.num 2)⟩]" in r.output
+    assert ".hold [⟨0, (.num 1), (.num 0), false, false⟩, ⟨1, (.num 2), (.num 0), false, false⟩] none none" in r.output
 
 
 def test_kernel_export_of_a_delay_program():
@@ -304,7 +379,7 @@ def test_kernel_recorded_run_is_the_hand_computed_one():
 
 @pytest.mark.parametrize("source, where, what", [
     ("stage s : ps(2);", "3:3", "stage `s` is `ps(…)`"),
-    ("stage s : fifo; pool kv { cap 8; block 2; }", "3:19", "`block` on pool `kv`"),
+    ("stage s : fifo; pool kv { cap 8; block 2; reserve held; }", "3:19", "`reserve held` on pool `kv`"),
     ("stage s : fifo; pool kv { cap 8; preempt lifo; }", "3:19", "preemption on pool `kv`"),
     ("stage s : fifo; pool kv { cap inf; }", "3:19", "the cap inf of pool `kv`"),
 ])
@@ -354,21 +429,30 @@ def test_kernel_binops_are_the_irs():
 @pytest.mark.lean
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
-    ones: the two examples and the renewal program in one file (one Lean start-up, not three)."""
+    ones: the two examples, the renewal program, the blocks-and-reserve program and the prefix-cache
+    program in one file (one Lean start-up, not five); the last one's observations too."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
     _, renewal = _renewal_program(tmp_path)
+    _, blocks = _blocks_program(tmp_path)
+    _, cache = _cache_program(tmp_path)
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
-            ("Renewal", renewal, tmp_path, RENEWAL_ANSWERS)):
+            ("Renewal", renewal, tmp_path, RENEWAL_ANSWERS), ("Blocks", blocks, tmp_path, BLOCKS_ANSWERS),
+            ("Cache", cache, tmp_path, CACHE_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
             f"theorem session_{s} : (getThread (runProgram program 1000).threads {s}).answers = "
             f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
             for s, turns in answers.items())
+        if name == "Cache":  # and what each admission consumed, as observed
+            theorems += "".join(
+                f"theorem observed_{s} : (getThread (runProgram program 1000).threads {s}).observations = "
+                f"[{', '.join(f'⟨{a}, {b}, {c}, {d}, {e}⟩' for a, b, c, d, e in reversed(obs))}] := by\n  decide +kernel\n\n"
+                for s, obs in CACHE_OBSERVATIONS.items())
         text = text.replace(f"end {ns}", theorems + f"end {ns}")
         parts.append(text if not parts else text[text.index(f"namespace {ns}"):])
     f = tmp_path / "Examples.lean"
@@ -387,7 +471,7 @@ EXPORTED = {
     "single-turn/mg1.sq": "`poisson` arrivals", "single-turn/mg1_h2.sq": "`poisson` arrivals",
     "single-turn/mm1.sq": "`poisson` arrivals", "single-turn/mmc.sq": "`poisson` arrivals",
     "single-turn/renewal.sq": "gauge `jobs`",
-    "multi-turn/prefix_cache.sq": "`block` on pool `kv`", "single-turn/kv_pool.sq": "`block` on pool `kv`",
+    "multi-turn/prefix_cache.sq": "`poisson` arrivals", "single-turn/kv_pool.sq": "preemption on pool `kv`",
     "multi-turn/vllm.sq": "not on the step clock",
     "multi-turn/vllm_replay.sq": "not expressible as vLLM settings",
     "scheduling/sjf.sq": "not expressible as vLLM settings",

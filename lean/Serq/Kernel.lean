@@ -17,9 +17,14 @@ The fragment it covers today (`docs/lean.md`, "The kernel fragment"):
   `floor(a / d)` for a positive constant `d`.
 * **Statements.** `turn`, `set`, `observe`, `branch`, `while`, `loop`, `end`, `run` on a
   `delay` stage (every job on its own at rate 1) or a `fifo(c)` stage (c servers, jobs in
-  arrival order), and `hold` on one or more pools of a finite `cap` with a `queue fifo` or a
-  `queue by (keys)` (over the attributes, `now` and `waited`; ties to the hold that joined first),
-  and `release` of a pool inside a hold on it.
+  arrival order), and `hold` on one or more pools of a finite `cap`, with or without `block b`,
+  with a `queue fifo` or a `queue by (keys)` (over the attributes, `now` and `waited`; ties to the
+  hold that joined first), its units and a `reserve` per pool (admitted when `used + max(u, r)`,
+  each in whole blocks, fits the cap), a prefix cache (`cache (ℓ)`, `reuse (ρ)`: a release caches
+  the session's prefix as its newest entry, an admission consumes of its live entry and sets
+  `cached`, the rest of the entry stays dead, and the oldest entries are evicted, block by block
+  from the tail, while the allocations and the cache exceed the cap: `evict lru`), and `release`
+  of a pool inside a hold on it.
 * **Workload.** `arrive batch(N)`: N sessions at time 0, serials 0 … N-1; or `arrive renewal(g)`
   with a constant whole gap and the run's `--arrivals N`: session k arrives at (k + 1)·g, each
   arrival's event setting the next one's timer (so the interpreter's order of the events at one
@@ -67,10 +72,17 @@ inductive Service where
   | fifo (servers : Nat)
   deriving DecidableEq, Repr
 
-/-- One pool of a hold: the pool's index in the program's pools, and the units it asks. -/
+/-- One pool of a hold: the pool's index in the program's pools, the units it asks, the units
+it needs room for to be admitted (`reserve (r)`; `.num 0` without one: its units alone), and
+whether the pool takes part in the hold's prefix cache: its release caches (`caches`: the pool is
+among the `cache` clause's resources) and its admission consumes the session's cached prefix
+there (`reuses`: among the `reuse` clause's, or the `cache` clause's without one). -/
 structure HoldOn where
   pool : Nat
   units : Expr
+  reserve : Expr
+  caches : Bool
+  reuses : Bool
 
 /-- A statement of the fragment. An observation's name is its index in the program's table of
 observe names; a stage and a pool are their indices in the program's stages and pools. -/
@@ -83,14 +95,15 @@ inductive Stmt where
   | loop (body : List Stmt)
   | stop
   | run (stage : Nat) (work : Expr)
-  | hold (on : List HoldOn) (body : List Stmt)
+  | hold (on : List HoldOn) (reuse cache : Option Expr) (body : List Stmt)
   | release (pool : Nat)
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
 attributes `serial` and `turn_no` in it, the workload's blocks, the server, its sessions (of
 `arrive batch(N)`, or the run's `--arrivals N`), its stages' services, its pools' caps, their
-queues' keys (`queue by`; none: `queue fifo`) and the gap between arrivals (`renewal(g)`; 0: the
-sessions arrive together, `batch`). -/
+queues' keys (`queue by`; none: `queue fifo`), the gap between arrivals (`renewal(g)`; 0: the
+sessions arrive together, `batch`) and the pools' blocks (`block b`: a hold's units and reserve
+are rounded up to whole blocks of b units; 0: no block). -/
 structure Program where
   attrs : Nat
   serialAt : Nat
@@ -104,6 +117,8 @@ structure Program where
   caps : List Nat
   queueKeys : List (List Expr)
   gap : Nat
+  blocks : List Nat
+  cachedAt : Nat   -- the place of the built-in attribute `cached` (set at every admission)
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/
@@ -124,10 +139,12 @@ structure Observation where
   value : Nat
   deriving DecidableEq, Repr
 
-/-- Units a hold took from a pool, given back at its scope's end. -/
+/-- Units a hold took from a pool, given back at its scope's end, and whether that release caches
+(the hold has a `cache` clause that names the pool). -/
 structure Held where
   pool : Nat
   units : Nat
+  caches : Bool
 
 /-- What a thread does next: statements to run, the turn's submission (its turn block ran), its
 answer (the server ran), a hold's release (its body ran). A thread's continuation is a list of
@@ -136,7 +153,7 @@ inductive Frame where
   | stmts (b : List Stmt)
   | submit
   | answer
-  | release (held : List Held)
+  | release (held : List Held) (cache : Option Expr)
 
 /-- A session's thread. `answers` and `observations` are newest first. -/
 structure Thread where
@@ -155,12 +172,23 @@ structure Waiter where
   thread : Nat
   joined : Nat
   on : List HoldOn
+  reuse : Option Expr
+  cache : Option Expr
   body : List Stmt
 
-/-- A pool's state: the units its holders hold, its queue (head first). -/
+/-- A pool's cached entry (the reference, *Pools*): a session's prefix, in units, and whether it is
+dead (a later admission of the session consumed from it: what is left is evictable, unusable). -/
+structure Entry where
+  serial : Nat
+  units : Nat
+  dead : Bool
+
+/-- A pool's state: the units its holders hold, its queue (head first), its cached entries (in
+release order, oldest first: the order `evict lru` evicts them in). -/
 structure PoolState where
   used : Nat
   queue : List Waiter
+  entries : List Entry
 
 /-- A job waiting at a fifo stage: its thread and its work. -/
 structure Job where
@@ -272,7 +300,7 @@ def setThread : List Thread → Nat → Thread → List Thread
   | t :: ts, n + 1, v => t :: setThread ts n v
 
 def getPool : List PoolState → Nat → PoolState
-  | [], _ => ⟨0, []⟩
+  | [], _ => ⟨0, [], []⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getPool xs n
 
@@ -315,12 +343,70 @@ def Machine.setTimer (m : Machine) (time : Nat) (w : Wake) : Machine :=
 def Machine.put (m : Machine) (th : Thread) : Machine :=
   { m with threads := setThread m.threads th.serial th }
 
-/-- The units given back to their pools. -/
-def giveBack : List PoolState → List Held → List PoolState
+/-! ### The prefix cache -/
+
+/-- `x` units in whole blocks of `b` (the pool's `up`): rounded up; `b = 0`, no block: `x`. -/
+def roundUp (b x : Nat) : Nat := if b = 0 then x else (x + b - 1) / b * b
+
+/-- `x` units in whole blocks of `b` (the pool's `down`): rounded down; `b = 0`, no block: `x`. -/
+def roundDown (b x : Nat) : Nat := if b = 0 then x else x / b * b
+
+def cachedUnits : List Entry → Nat
+  | [] => 0
+  | e :: es => e.units + cachedUnits es
+
+/-- The session's live entry: whether it has one, and its units. -/
+def liveOf (serial : Nat) : List Entry → Bool × Nat
+  | [] => (false, 0)
+  | e :: es => if e.serial == serial && !e.dead then (true, e.units) else liveOf serial es
+
+/-- An admission consumes `take` units of the session's live entry: the rest stays where it is (its
+age), dead; an entry left with nothing goes. -/
+def consumeLive (serial take : Nat) : List Entry → List Entry
+  | [] => []
+  | e :: es =>
+    if e.serial == serial && !e.dead then
+      if e.units - take = 0 then es else { e with units := e.units - take, dead := true } :: es
+    else e :: consumeLive serial take es
+
+/-- The session's live entry is dead (a newer one of its takes its place). -/
+def markDead (serial : Nat) : List Entry → List Entry
+  | [] => []
+  | e :: es => if e.serial == serial && !e.dead then { e with dead := true } :: es else e :: markDead serial es
+
+def appendEntry : List Entry → Entry → List Entry
+  | [], v => [v]
+  | x :: xs, v => x :: appendEntry xs v
+
+/-- A release caches `units` of the session's prefix: its newest entry, live (none for 0 units). -/
+def addEntry (serial units : Nat) (es : List Entry) : List Entry :=
+  if units = 0 then es else appendEntry (markDead serial es) ⟨serial, units, false⟩
+
+/-- `evict lru`: while the allocations and the cache do not fit the cap, the oldest entry gives way,
+block by block from its tail on a pool of blocks (the whole blocks covering the excess), whole
+otherwise (`PoolMember.make_room`). -/
+def makeRoom (cap b used : Nat) : List Entry → List Entry
+  | [] => []
+  | e :: es =>
+    let total := used + e.units + cachedUnits es
+    if total ≤ cap then e :: es else
+    let taken := if b = 0 then e.units else Nat.min e.units (roundUp b (total - cap))
+    if e.units - taken = 0 then makeRoom cap b used es else { e with units := e.units - taken } :: es
+
+/-- The units given back to their pools, each pool's release caching `min(ℓ, units)` in whole blocks
+of the session's prefix when the hold caches there (`ℓ`: the hold's `cache` clause, read now). -/
+def giveBack (blocks : List Nat) (serial keep : Nat) : List PoolState → List Held → List PoolState
   | ps, [] => ps
   | ps, h :: hs =>
     let q := getPool ps h.pool
-    giveBack (setPool ps h.pool { q with used := q.used - h.units }) hs
+    let kept := if h.caches then roundDown (getAt blocks h.pool) (Nat.min keep h.units) else 0
+    giveBack blocks serial keep
+      (setPool ps h.pool { q with used := q.used - h.units, entries := addEntry serial kept q.entries }) hs
+
+/-- What a release caches (`ℓ`, the `cache` clause read now; 0 without one). -/
+def cacheKeep (attrs : List Nat) (now : Nat) : Option Expr → Nat
+  | none => 0
+  | some e => eval attrs now 0 e
 
 /-- The hold has units on the pool (0 once released). -/
 def heldHas : List Held → Nat → Bool
@@ -336,34 +422,48 @@ def heldWithout : List Held → Nat → List Held
   | [], _ => []
   | h :: hs, i => if h.pool == i then { h with units := 0 } :: hs else h :: heldWithout hs i
 
+/-- The hold's part on pool `i` (the first with it; `heldHas` says there is one). -/
+def heldPart : List Held → Nat → Held
+  | [], i => ⟨i, 0, false⟩
+  | h :: hs, i => if h.pool == i then h else heldPart hs i
+
 /-- `release m`: the innermost hold on pool `i` around the statement gives its units there back
-now, and keeps none to give back at its end (a second `release` of it gives back nothing). The
-search stops at the turn's answer: a `release` in the server is about the server's holds. -/
-def releaseIn (i : Nat) : List PoolState → List Frame → List PoolState × List Frame
+now, caching per its clause (read now), and keeps none to give back at its end (a second `release`
+of it gives back nothing). The search stops at the turn's answer: a `release` in the server is
+about the server's holds. -/
+def releaseIn (blocks : List Nat) (serial : Nat) (attrs : List Nat) (now i : Nat) :
+    List PoolState → List Frame → List PoolState × List Frame
   | ps, [] => (ps, [])
   | ps, .answer :: k => (ps, .answer :: k)
-  | ps, .release held :: k =>
+  | ps, .release held cache :: k =>
     if heldHas held i then
-      let q := getPool ps i
-      (setPool ps i { q with used := q.used - heldOn held i }, .release (heldWithout held i) :: k)
+      (giveBack blocks serial (cacheKeep attrs now cache) ps [heldPart held i],
+       .release (heldWithout held i) cache :: k)
     else
-      let r := releaseIn i ps k
-      (r.1, .release held :: r.2)
+      let r := releaseIn blocks serial attrs now i ps k
+      (r.1, .release held cache :: r.2)
   | ps, f :: k =>
-    let r := releaseIn i ps k
+    let r := releaseIn blocks serial attrs now i ps k
     (r.1, f :: r.2)
 
-/-- Every hold of a continuation given back (`end;`, a refused hold): the innermost first. -/
-def releaseAll : List PoolState → List Frame → List PoolState
+/-- Every hold of a continuation given back (`end;`, a refused hold): the innermost first, each
+caching per its clause. -/
+def releaseAll (blocks : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) :
+    List PoolState → List Frame → List PoolState
   | ps, [] => ps
-  | ps, .release held :: k => releaseAll (giveBack ps held) k
-  | ps, _ :: k => releaseAll ps k
+  | ps, .release held cache :: k =>
+    releaseAll blocks serial attrs now (giveBack blocks serial (cacheKeep attrs now cache) ps held) k
+  | ps, _ :: k => releaseAll blocks serial attrs now ps k
 
-/-- A hold that can never fit: a pool's units, judged at the join because they read no state,
-are above its cap. -/
-def rejects (caps : List Nat) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
+/-- A hold that can never fit: a pool's units or reserve, judged at the join because they read no
+state, are above its cap in whole blocks. -/
+def rejects (caps blocks : List Nat) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
   | [] => false
-  | h :: hs => (h.units.static && decide (getAt caps h.pool < eval attrs now 0 h.units)) || rejects caps attrs now hs
+  | h :: hs =>
+    let b := getAt blocks h.pool
+    (h.units.static && decide (getAt caps h.pool < roundUp b (eval attrs now 0 h.units))) ||
+      (h.reserve.static && decide (getAt caps h.pool < roundUp b (eval attrs now 0 h.reserve))) ||
+      rejects caps blocks attrs now hs
 
 /-- A run of work `w > 0` starts on its stage: a delay job's end is set; a fifo job takes a free
 server (its end set) or waits at the back of the queue. -/
@@ -393,7 +493,8 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
         exec p f m { th with k := k, inTurn := false,
                              answers := ⟨th.serial, th.turns, th.submitted, m.now⟩ :: th.answers }
       else exec p f m { th with k := k }
-    | .release held :: k => exec p f { m with pools := giveBack m.pools held } { th with k := k }
+    | .release held cache :: k =>
+      exec p f { m with pools := giveBack p.blocks th.serial (cacheKeep th.attrs m.now cache) m.pools held } { th with k := k }
     | .stmts [] :: k => exec p f m { th with k := k }
     | .stmts (st :: rest) :: k =>
       match st with
@@ -401,9 +502,9 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
       | .observe j e =>
         let o : Observation := ⟨th.serial, th.turns, j, m.now, th.value m.now e⟩
         exec p f m { th with observations := o :: th.observations, k := .stmts rest :: k }
-      | .stop => { m with pools := releaseAll m.pools k }.put { th with k := [], inTurn := false }
+      | .stop => { m with pools := releaseAll p.blocks th.serial th.attrs m.now m.pools k }.put { th with k := [], inTurn := false }
       | .release i =>
-        let r := releaseIn i m.pools k
+        let r := releaseIn p.blocks th.serial th.attrs m.now i m.pools k
         exec p f { m with pools := r.1 } { th with k := .stmts rest :: r.2 }
       | .branch t yes no =>
         exec p f m { th with k := .stmts (if th.value m.now t != 0 then yes else no) :: .stmts rest :: k }
@@ -419,15 +520,15 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
         let v := th.value m.now w
         if v = 0 then exec p f m { th with k := .stmts rest :: k }   -- a run of zero work completes at once
         else (m.addJob p s th.serial v).put { th with k := .stmts rest :: k }
-      | .hold on body =>
-        if rejects p.caps th.attrs m.now on then   -- refused: the session ends, its holds given back
-          { m with pools := releaseAll m.pools k }.put { th with k := [], inTurn := false }
+      | .hold on reuse cache body =>
+        if rejects p.caps p.blocks th.attrs m.now on then   -- refused: the session ends, its holds given back
+          { m with pools := releaseAll p.blocks th.serial th.attrs m.now m.pools k }.put { th with k := [], inTurn := false }
         else
           match on with
           | [] => m.put { th with k := .stmts rest :: k }
           | h :: _ =>
             let q := getPool m.pools h.pool
-            { m with pools := setPool m.pools h.pool { q with queue := appendWaiter q.queue ⟨th.serial, m.now, on, body⟩ } }.put
+            { m with pools := setPool m.pools h.pool { q with queue := appendWaiter q.queue ⟨th.serial, m.now, on, reuse, cache, body⟩ } }.put
               { th with k := .stmts rest :: k }
 
 /-- Run the ready threads, in the order they became ready (a thread a run makes ready runs too). -/
@@ -438,21 +539,54 @@ def runReady (p : Program) : Nat → Machine → Machine
     | [] => m
     | t :: ts => runReady p f (exec p f { m with ready := ts } (getThread m.threads t))
 
-/-- Every pool of a hold has room for its units (`used + u ≤ cap`), read now. -/
-def fits (caps : List Nat) (ps : List PoolState) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
+/-- Every pool of a hold has room for its units and its reserve (`used + max(u, r) ≤ cap`, each in
+whole blocks), read now. -/
+def fits (caps blocks : List Nat) (ps : List PoolState) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
   | [] => true
-  | h :: hs => decide ((getPool ps h.pool).used + eval attrs now 0 h.units ≤ getAt caps h.pool) && fits caps ps attrs now hs
+  | h :: hs =>
+    let b := getAt blocks h.pool
+    decide ((getPool ps h.pool).used + Nat.max (roundUp b (eval attrs now 0 h.units)) (roundUp b (eval attrs now 0 h.reserve))
+      ≤ getAt caps h.pool) && fits caps blocks ps attrs now hs
 
-/-- The units a hold takes, read at its admission. -/
-def heldOf (attrs : List Nat) (now : Nat) : List HoldOn → List Held
+/-- The units a hold takes, read at its admission, in whole blocks, and whether its release caches
+there (`caching`: the hold has a `cache` clause). -/
+def heldOf (blocks : List Nat) (caching : Bool) (attrs : List Nat) (now : Nat) : List HoldOn → List Held
   | [] => []
-  | h :: hs => ⟨h.pool, eval attrs now 0 h.units⟩ :: heldOf attrs now hs
+  | h :: hs =>
+    ⟨h.pool, roundUp (getAt blocks h.pool) (eval attrs now 0 h.units), caching && h.caches⟩ ::
+      heldOf blocks caching attrs now hs
 
-def takeUnits : List PoolState → List Held → List PoolState
-  | ps, [] => ps
-  | ps, h :: hs =>
+/-- A hold's admission, pool by pool in its order (`Engine.try_admit`): where it reuses (`caching`
+and the pool among the reuse clause's), it consumes of the session's live entry at most `ρ` (the
+`reuse` clause, read at admission; none: all of it) and at most its units, in whole blocks; it
+takes its units; and the pool evicts until the allocations and the cache fit. The `cached`
+attribute is what the first pool it reuses on consumed (`attr`, 0 until then: `first`). -/
+def admitOn (caps blocks : List Nat) (serial : Nat) (caching : Bool) (rho : Option Nat) (attrs : List Nat)
+    (now : Nat) : Bool → Nat → List PoolState → List HoldOn → List PoolState × Nat
+  | _, attr, ps, [] => (ps, attr)
+  | first, attr, ps, h :: hs =>
+    let b := getAt blocks h.pool
+    let ur := roundUp b (eval attrs now 0 h.units)
     let q := getPool ps h.pool
-    takeUnits (setPool ps h.pool { q with used := q.used + h.units }) hs
+    let reusing := caching && h.reuses
+    let live := liveOf serial q.entries
+    let limit := match rho with
+      | none => live.2
+      | some r => Nat.min live.2 r
+    let consumed := if reusing && live.1 then roundDown b (Nat.min limit ur) else 0
+    let entries := if reusing && live.1 then consumeLive serial consumed q.entries else q.entries
+    let used := q.used + ur
+    let q' := { q with used := used, entries := makeRoom (getAt caps h.pool) b used entries }
+    admitOn caps blocks serial caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
+      (setPool ps h.pool q') hs
+
+def reuseLimit (attrs : List Nat) (now : Nat) : Option Expr → Option Nat
+  | none => none
+  | some e => some (eval attrs now 0 e)
+
+def isSome : Option Expr → Bool
+  | none => false
+  | some _ => true
 
 def getKeys : List (List Expr) → Nat → List Expr
   | [], _ => []
@@ -460,7 +594,7 @@ def getKeys : List (List Expr) → Nat → List Expr
   | _ :: xs, n + 1 => getKeys xs n
 
 def getWaiter : List Waiter → Nat → Waiter
-  | [], _ => ⟨0, 0, [], []⟩
+  | [], _ => ⟨0, 0, [], none, none, []⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getWaiter xs n
 
@@ -509,12 +643,15 @@ def retryQueue (p : Program) : Nat → Machine → Nat → Bool → Machine × B
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.caps m.pools th.attrs m.now w.on then
-        let held := heldOf th.attrs m.now w.on
+      if fits p.caps p.blocks m.pools th.attrs m.now w.on then
+        let caching := isSome w.cache
+        let held := heldOf p.blocks caching th.attrs m.now w.on
         let q := getPool m.pools i
-        let pools := takeUnits (setPool m.pools i { q with queue := removeWaiter queue j }) held
-        let m' := { m with pools := pools, ready := appendNat m.ready w.thread }
-        retryQueue p f (m'.put { th with k := .stmts w.body :: .release held :: th.k }) i true
+        let r := admitOn p.caps p.blocks th.serial caching (reuseLimit th.attrs m.now w.reuse) th.attrs m.now true 0
+          (setPool m.pools i { q with queue := removeWaiter queue j }) w.on
+        let m' := { m with pools := r.1, ready := appendNat m.ready w.thread }
+        retryQueue p f (m'.put { th with attrs := setAt th.attrs p.cachedAt r.2,
+                                         k := .stmts w.body :: .release held w.cache :: th.k }) i true
       else (m, progress)
 
 /-- Every pool's queue retried, in the pools' declaration order. -/
@@ -575,7 +712,7 @@ def idleStages : List Service → List StageState
 
 def emptyPools : List Nat → List PoolState
   | [] => []
-  | _ :: cs => ⟨0, []⟩ :: emptyPools cs
+  | _ :: cs => ⟨0, [], []⟩ :: emptyPools cs
 
 /-- A batch arrives at time 0, every session ready in serial order; under a renewal gap the first
 session's arrival is the first timer, at the gap. -/

@@ -14,13 +14,15 @@ them), in prefix form:
 
 * case: `id fuel program sessions (answers (4 each) observations (5 each))*`, each list as its
   length then its elements, newest first (as `Serq.Kernel.Expected`);
-* program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys`,
-  the stages as their count then each service (`0` delay, `1 c` fifo(c)), the caps as their
-  count then each, the pools' queue keys as their count then, per pool, its keys as a list of
-  expressions (empty: `queue fifo`);
+* program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
+  blocks cachedAt`, the stages as their count then each service (`0` delay, `1 c` fifo(c)), the caps as
+  their count then each, the pools' queue keys as their count then, per pool, its keys as a list
+  of expressions (empty: `queue fifo`), the pools' blocks as their count then each (0: no block),
+  then the place of the attribute `cached`;
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
-  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units)ⁿ body` hold, `9 pool` release;
+  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses)ⁿ reuse cache body` hold (reuse and cache
+  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1), `9 pool` release;
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
   in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited.
 
@@ -97,18 +99,32 @@ def readExpr : Nat → List Nat → Option (Expr × List Nat)
   | _ + 1, 9 :: r => some (.waited, r)
   | _, _ => none
 
-/-- `count` pools of a hold, each as its pool's index and its units. -/
+def flag (n : Nat) : Bool := n != 0
+
+/-- `count` pools of a hold, each as its pool's index, its units, its reserve and whether it caches
+and reuses (0 or 1 each). -/
 def readHoldOns : Nat → Nat → List Nat → Option (List HoldOn × List Nat)
   | 0, _, _ => none
   | _ + 1, 0, r => some ([], r)
   | f + 1, count + 1, pool :: r =>
     match readExpr f r with
     | some (u, r) =>
-      match readHoldOns f count r with
-      | some (hs, r) => some (⟨pool, u⟩ :: hs, r)
-      | none => none
+      match readExpr f r with
+      | some (res, c :: ru :: r) =>
+        match readHoldOns f count r with
+        | some (hs, r) => some (⟨pool, u, res, flag c, flag ru⟩ :: hs, r)
+        | none => none
+      | _ => none
     | none => none
   | _ + 1, _ + 1, [] => none
+
+/-- An optional expression: `0` none, `1 e` some. -/
+def readOptExpr (f : Nat) : List Nat → Option (Option Expr × List Nat)
+  | 0 :: r => some (none, r)
+  | 1 :: r => match readExpr f r with
+    | some (e, r) => some (some e, r)
+    | none => none
+  | _ => none
 
 /-- `count` statements. A statement with blocks reads each as its length then its statements. -/
 def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
@@ -166,10 +182,14 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
     | 8 =>
       match r with
       | n :: r => match readHoldOns f n r with
-        | some (on, b :: r) => match readStmts f b r with
-          | some (body, r) => rest (.hold on body) r
+        | some (on, r) => match readOptExpr f r with
+          | some (reuse, r) => match readOptExpr f r with
+            | some (cache, b :: r) => match readStmts f b r with
+              | some (body, r) => rest (.hold on reuse cache body) r
+              | none => none
+            | _ => none
           | none => none
-        | _ => none
+        | none => none
       | [] => none
     | 9 =>
       match r with
@@ -242,10 +262,13 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
               match readNats nc r with
               | some (caps, nk :: r) =>
                 match readKeyLists f nk r with
-                | some (keys, r) =>
-                  some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
-                    gap⟩, r)
-                | none => none
+                | some (keys, nb :: r) =>
+                  match readNats nb r with
+                  | some (blocks, cachedAt :: r) =>
+                    some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
+                      gap, blocks, cachedAt⟩, r)
+                  | _ => none
+                | _ => none
               | _ => none
             | _ => none
           | _ => none

@@ -33,7 +33,7 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
 STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release")
 
 #: What the next increments of issue 13 bring (said when a program needs it).
-_LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap so far "
+_LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap (and blocks) so far "
           "(caches, eviction, growth, preemption and step engines come next)")
 
 
@@ -62,6 +62,8 @@ class KernelProgram:
     services: list[tuple]  # per stage: ("delay",) or ("fifo", c)
     pools: list[str]
     caps: list[int]
+    blocks: list[int]  # per pool: its `block b`, 0 without one (units and reserves in whole blocks)
+    cached_at: int  # the place of the built-in attribute `cached` (its length when it is not there)
     queue_keys: list[list[LExpr]]  # per pool: its `queue by` keys, none for `queue fifo`
     serial_at: int
     turn_no_at: int
@@ -98,6 +100,7 @@ class _Lowering:
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
         caps = [self.pool(pool) for pool in p.pools]
+        blocks = [pool.block or 0 for pool in p.pools]
         queue_keys = [self.queue_keys(pool) for pool in p.pools]
         services = [self.service(stage) for stage in p.stages]
         for gauge in p.gauges:
@@ -111,7 +114,8 @@ class _Lowering:
                 raise _outside(f"the built-in attribute `{name}` is missing from the IR's attributes", None, base)
         return KernelProgram(
             attributes=self.attrs, observes=self.observes, stages=self.stages, services=services,
-            pools=self.pools, caps=caps, queue_keys=queue_keys,
+            pools=self.pools, caps=caps, blocks=blocks, queue_keys=queue_keys,
+            cached_at=self.attr_at.get("cached", len(self.attrs)),
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
             init=self.block(w.init), turn_block=self.block(w.turn), session=self.block(w.session),
             server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "")
@@ -137,8 +141,8 @@ class _Lowering:
         return limit, int(gap)
 
     def pool(self, pool: ir.Pool) -> int:
-        """A pool's cap, when the pool is in the fragment: one member, a finite whole cap, no blocks,
-        no preemption, no engine that admits it."""
+        """A pool's cap, when the pool is in the fragment: one member, a finite whole cap (a `block`
+        of whole units is read by `program`), no preemption, no engine that admits it."""
         where = pool.at, self.base
         if pool.count != 1:
             raise _outside(f"pool family `{pool.name}[{pool.count}]`: the fragment indexes no member", *where)
@@ -146,8 +150,7 @@ class _Lowering:
         if cap == "inf" or isinstance(cap, float) or cap < 0:
             raise _outside(f"the cap {cap} of pool `{pool.name}`: the fragment's pools have a finite whole cap",
                            *where)
-        for present, what in ((pool.block is not None, "`block`"),
-                              (pool.preempt.kind != "none", "preemption"), (pool.reserve_held, "`reserve held`"),
+        for present, what in ((pool.preempt.kind != "none", "preemption"), (pool.reserve_held, "`reserve held`"),
                               (pool.spill is not None, "`spill`"), (pool.evict.kind != "lru", "`evict by`"),
                               (pool.admit_via is not None or pool.memory_of is not None, "an engine's pool")):
             if present:
@@ -213,18 +216,24 @@ class _Lowering:
         return LStmt("run", (self.stages.index(ref.stage), self.expr(self.cost(s.work, ref.stage, s.at), s.at)))
 
     def hold(self, s: ir.HoldStmt) -> LStmt:
-        for present, what in ((s.reuse is not None, "`reuse`"), (s.cache is not None, "`cache`"),
-                              (s.lease is not None, "`lease`")):
-            if present:
-                raise _outside(f"a hold with {what}: {_LATER}", s.at, self.base)
+        if s.lease is not None:
+            raise _outside(f"a hold with `lease`: {_LATER}", s.at, self.base)
+        names = [hp.pool.pool for hp in s.pools]
+        # the pools the clauses name (all the hold's when one names none), as the interpreter reads them
+        cache_pools = _clause_pools(s.cache, names)
+        reuse_pools = _clause_pools(s.reuse, names) if s.reuse is not None else cache_pools
+        reuse = None if s.reuse is None else self.expr(_clause_arg(s.reuse), s.at)
+        cache = None if s.cache is None else self.expr(_clause_arg(s.cache), s.at)
         on = []
         for hp in s.pools:
             if hp.pool.index is not None:
                 raise _outside(f"an indexed hold on `{hp.pool.pool}`", s.at, self.base)
-            if hp.reserve is not None:
-                raise _outside(f"a `reserve` on `{hp.pool.pool}`: {_LATER}", s.at, self.base)
-            on.append((self.pools.index(hp.pool.pool), self.expr(self.cost(hp.units, hp.pool.pool, s.at), s.at)))
-        return LStmt("hold", (tuple(on),), (tuple(self.block(s.body)),))
+            name = hp.pool.pool
+            # no reserve: the units alone need room (`max(u, 0)` is u)
+            reserve = LExpr("num", (0,)) if hp.reserve is None else self.expr(self.cost(hp.reserve, name, s.at), s.at)
+            on.append((self.pools.index(name), self.expr(self.cost(hp.units, name, s.at), s.at), reserve,
+                       s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools))
+        return LStmt("hold", (tuple(on), reuse, cache), (tuple(self.block(s.body)),))
 
     def cost(self, e, resource: str, at):
         """A run's work or a hold's units without its `cost(resource, …)` (the fragment's units are
@@ -292,6 +301,21 @@ class _Lowering:
         return e.value
 
 
+def _clause_pools(e, names: list[str]) -> frozenset:
+    """The pools a hold's `cache` or `reuse` clause names: its cost's resources among the hold's, or
+    all the hold's when it names none (serq.sim.compile reads the clause so)."""
+    if isinstance(e, ir.CostOf):
+        named = frozenset(r for r in e.resources if r in names)
+        if named:
+            return named
+    return frozenset(names)
+
+
+def _clause_arg(e):
+    """A clause's amount without its `cost(…)` (the fragment's amounts are their resources' own)."""
+    return e.arg if isinstance(e, ir.CostOf) else e
+
+
 def _service_name(svc) -> str:
     if isinstance(svc, ir.Fifo):
         return f"fifo({svc.servers})"
@@ -340,8 +364,9 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     if c in ("set", "observe", "run"):
         return f".{c} {a[0]} {lean_expr(a[1])}"
     if c == "hold":
-        on = ", ".join(f"⟨{pool}, {lean_expr(units)}⟩" for pool, units in a[0])
-        return f".hold [{on}] {lean_block(s.blocks[0], indent)}"
+        on = ", ".join(f"⟨{pool}, {lean_expr(units)}, {lean_expr(reserve)}, {_lean_bool(caches)}, {_lean_bool(reuses)}⟩"
+                       for pool, units, reserve, caches, reuses in a[0])
+        return f".hold [{on}] {_lean_option(a[1])} {_lean_option(a[2])} {lean_block(s.blocks[0], indent)}"
     if c == "branch":
         return f".branch {lean_expr(a[0])} {lean_block(s.blocks[0], indent)} {lean_block(s.blocks[1], indent)}"
     if c == "while":
@@ -349,6 +374,14 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     if c == "loop":
         return f".loop {lean_block(s.blocks[0], indent)}"
     raise ValueError(c)
+
+
+def _lean_bool(b: bool) -> str:
+    return "true" if b else "false"
+
+
+def _lean_option(e: LExpr | None) -> str:
+    return "none" if e is None else f"(some {lean_expr(e)})"
 
 
 def lean_queue_keys(kp: KernelProgram) -> str:

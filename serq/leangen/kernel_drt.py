@@ -94,11 +94,19 @@ def _block_tokens(block, out: list) -> None:
     out.append(len(block))
     for s in block:
         out.append(_STMT_TAGS[s.ctor])
-        if s.ctor == "hold":  # its pools as a list of (pool, units)
+        if s.ctor == "hold":  # its pools as a list of (pool, units, reserve, caches, reuses), its clauses
             out.append(len(s.args[0]))
-            for pool, units in s.args[0]:
+            for pool, units, reserve, caches, reuses in s.args[0]:
                 out.append(pool)
                 _expr_tokens(units, out)
+                _expr_tokens(reserve, out)
+                out.extend((int(caches), int(reuses)))
+            for clause in s.args[1:]:  # reuse, cache: 0 none, 1 e
+                if clause is None:
+                    out.append(0)
+                else:
+                    out.append(1)
+                    _expr_tokens(clause, out)
             _block_tokens(s.blocks[0], out)
             continue
         for a in s.args:
@@ -126,6 +134,9 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
         out.append(len(keys))
         for k in keys:
             _expr_tokens(k, out)
+    out.append(len(p.blocks))
+    out.extend(p.blocks)
+    out.append(p.cached_at)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         out.append(len(s.answers))

@@ -9,8 +9,11 @@ and loop, end, run on a delay stage or a fifo(c) stage, hold on a random subset 
 pools of small caps, in a random order), random expressions over the attributes and `now`, one
 to four sessions of a batch or at a constant renewal gap (three programs in five, a gap of 1 to 3, the run's
 `--arrivals` the sessions); a pool's queue is fifo or by keys of few values (ties are common).
-The sessions meet at the fifo stage and in the pools' queues, and a hold's units above its cap
-(refused) or reading `now` (judged at every try) happen on purpose.
+The sessions meet at the fifo stage and in the pools' queues, and a hold's units or reserve above
+its cap (refused) or reading `now` (judged at every try) happen on purpose; a pool in two has a
+block of 1 to 3 units, so units and reserves are rounded up (and entries evicted block by block); a hold in two caches a prefix (and
+may cap its reuse), so that a session's later holds consume what its earlier ones left, and
+entries are evicted, oldest first, when the pools fill.
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -42,6 +45,8 @@ STAGE = "d"  # a delay stage
 FIFO = "f"  # a fifo(c) stage, c from 1 to 2
 POOLS = ["p0", "p1", "p2"]  # the first 0 to 3 of them, each of a cap from 1 to 6
 UNITS = 4  # the most units a hold asks of a pool (some caps are below it)
+RESERVE = 7  # the most units a hold's reserve asks of a pool (above every cap)
+CACHE = 6  # the most units a hold's release caches of a pool
 CAP = 1000  # the largest value a set or a work stores
 MAX_DEPTH = 3  # blocks nest at most this deep (the language allows 8)
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
@@ -201,7 +206,60 @@ def kernel_case(rng: random.Random) -> KernelCase:
         sessions = program.workload.arrival.sessions
         workload = program.workload.model_copy(update={"arrival": ir.Renewal(gap=_num(gap))})
         program = program.model_copy(update={"workload": workload, "settings": ir.Settings(arrivals=sessions)})
+    _blocks_and_reserves(program, rng)
     return KernelCase(program)
+
+
+def _blocks_and_reserves(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): a pool in two has a block of 1
+    to 3 units (a cap that is no multiple of it included), a hold's pool in three a reserve up to
+    RESERVE, read from an attribute (judged at the join: above the cap, refused) or from `now` (judged
+    at every try), and a hold in two a prefix cache (`_prefix_cache`)."""
+    for pool in program.pools:
+        if rng.randrange(2) == 0:  # (a block of 1: eviction unit by unit, from the tail of an entry)
+            pool.block = rng.choice([1, 1, 2, 3])
+    blocks = [*program.workload.init, *program.workload.turn, *program.workload.session, *program.server]
+    for stmt in ir.walk_stmts(blocks):
+        if isinstance(stmt, ir.HoldStmt):
+            for hp in stmt.pools:
+                if rng.randrange(3) == 0:
+                    amount = ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(0, RESERVE))), _num(RESERVE)])
+                    hp.reserve = ir.CostOf(resources=[hp.pool.pool], arg=amount)
+            if rng.randrange(2) == 0:
+                _prefix_cache(stmt, rng)
+    if program.pools and rng.randrange(2) == 0:
+        # every turn through a cached hold on the first pool, of blocks of 1: the sessions' later turns
+        # reuse what their earlier ones left, and evict one another's, unit by unit from the tail
+        first = program.pools[0]
+        first.block = 1
+        units = ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(1, 3))), _num(UNITS)])
+        hold = ir.HoldStmt(pools=[ir.HoldPool(pool=ir.PoolRef(pool=first.name), units=ir.CostOf(
+            resources=[first.name], arg=units))], body=list(program.server))
+        _prefix_cache(hold, rng, observed=True)
+        program.server[:] = [hold]
+
+
+def _read(rng: random.Random):
+    """An attribute (read once: judged at the join) or the clock (read at every try)."""
+    return ir.Attr(name="serial") if rng.randrange(2) else ir.Ctx(var="now")
+
+
+def _clause(hold: ir.HoldStmt, amount):
+    """A `cache` or `reuse` clause's amount: a cost of the hold's pools, as the IR has it."""
+    return ir.CostOf(resources=[hp.pool.pool for hp in hold.pools], arg=amount)
+
+
+def _prefix_cache(hold: ir.HoldStmt, rng: random.Random, observed: bool = False) -> None:
+    """The hold takes part in the prefix cache: its release caches up to CACHE units of the session's
+    prefix, and a later hold of the session consumes them (up to a `reuse` amount, one hold in two);
+    one in two (every one `observed`) observes its `cached` (what the admission consumed)."""
+    keep = _num(rng.randint(1, CACHE)) if rng.randrange(2) else ir.Call(
+        fn="min", args=[_bin("add", _read(rng), _num(rng.randint(0, CACHE))), _num(CACHE)])
+    hold.cache = _clause(hold, keep)
+    if rng.randrange(2):
+        hold.reuse = _clause(hold, ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(0, 3))), _num(CACHE)]))
+    if observed or rng.randrange(2):
+        hold.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name="cached")))
 
 
 def kernel_cases():

@@ -31,6 +31,7 @@ from serq.leangen.kernel import recorded
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
                                      observe_kernel, run_compiled, write_kernel_reproducer)
 from serq.sim.engine import Engine
+from serq.sim.pools import PoolMember
 from serq.sim.stages import FifoStage
 
 KERNEL_DRT_CASES = int(os.environ.get("SERQ_KERNEL_DRT_CASES", "300"))
@@ -168,6 +169,33 @@ def _release_waits_for_the_end():
         yield
 
 
+@contextmanager
+def _units_not_in_blocks():
+    """A planted bug in the interpreter: a pool of blocks takes units and reserves as they are,
+    not rounded up to whole blocks."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PoolMember, "up", lambda self, u: u)
+        yield
+
+
+@contextmanager
+def _evicts_from_the_head():
+    """A planted bug in the interpreter, issue 13's "eviction from the head of an entry": a pool
+    evicts an entry's blocks from its head, so what is left of it is no prefix of the session's and
+    no later admission can reuse it (the entry is dead)."""
+    evict = PoolMember._evict_from
+
+    def patched(self, e):
+        evict(self, e)
+        if e.units > 0.0 and not e.dead:
+            e.dead = True
+            if self.live.get(e.serial) is e:
+                del self.live[e.serial]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PoolMember, "_evict_from", patched)
+        yield
+
+
 def _by_patching(patch):
     """A planted bug in the interpreter: the right program, run by a patched copy of the semantics."""
     def wrong(case: KernelCase, right: KernelObserved) -> list:
@@ -187,13 +215,40 @@ def _renewal_gap_one_longer(case: KernelCase, right: KernelObserved) -> list:
     return recorded(program, right.value)
 
 
+def _reserve_ignored(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the holds: the interpreter admits a hold when its units fit, whatever its
+    `reserve` asks (a program without reserves is left as it is)."""
+    program = case.program.model_copy(deep=True)
+    w = program.workload
+    for stmt in ir.walk_stmts([*w.init, *w.turn, *w.session, *program.server]):
+        if isinstance(stmt, ir.HoldStmt):
+            for hp in stmt.pools:
+                hp.reserve = None
+    return recorded(program, right.value)
+
+
+def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
+    whatever its `reuse` clause allows."""
+    program = case.program.model_copy(deep=True)
+    w = program.workload
+    for stmt in ir.walk_stmts([*w.init, *w.turn, *w.session, *program.server]):
+        if isinstance(stmt, ir.HoldStmt):
+            stmt.reuse = None
+    return recorded(program, right.value)
+
+
 PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "set_after_observe": _by_rewriting(_set_after_observe),
            "fifo_serves_newest": _by_patching(_fifo_serves_newest),
            "no_head_of_line_blocking": _by_patching(_no_head_of_line_blocking),
            "queue_ties_to_the_last": _by_patching(_queue_ties_to_the_last),
            "release_waits_for_the_end": _by_patching(_release_waits_for_the_end),
-           "renewal_gap_one_longer": _renewal_gap_one_longer}
+           "renewal_gap_one_longer": _renewal_gap_one_longer,
+           "units_not_in_blocks": _by_patching(_units_not_in_blocks),
+           "reserve_ignored": _reserve_ignored,
+           "evicts_from_the_head": _by_patching(_evicts_from_the_head),
+           "reuse_unlimited": _reuse_unlimited}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
