@@ -413,11 +413,7 @@ def heldHas : List Held → Nat → Bool
   | [], _ => false
   | h :: hs, i => h.pool == i || heldHas hs i
 
-/-- The units the hold has on the pool, and the hold with none left there. -/
-def heldOn : List Held → Nat → Nat
-  | [], _ => 0
-  | h :: hs, i => if h.pool == i then h.units else heldOn hs i
-
+/-- The hold with none left on the pool. -/
 def heldWithout : List Held → Nat → List Held
   | [], _ => []
   | h :: hs, i => if h.pool == i then { h with units := 0 } :: hs else h :: heldWithout hs i

@@ -217,6 +217,16 @@ class HoldStmt(StmtBase):
     lease: Lease | None = None
 
 
+def clause_pools(e, names: list[str]) -> frozenset:
+    """The pools a hold's `cache` or `reuse` clause applies to: its cost's resources among the hold's
+    pools `names`, or all of them when it names none (the interpreter and the Lean export read it so)."""
+    if isinstance(e, CostOf):
+        named = frozenset(r for r in e.resources if r in names)
+        if named:
+            return named
+    return frozenset(names)
+
+
 class GrowStmt(StmtBase):
     kind: Literal["grow"] = "grow"
     pool: PoolRef

@@ -33,8 +33,9 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
 STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release")
 
 #: What the next increments of issue 13 bring (said when a program needs it).
-_LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap (and blocks) so far "
-          "(caches, eviction, growth, preemption and step engines come next)")
+_LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap (blocks, reserves, "
+          "the prefix cache with `evict lru`) so far (growth, preemption, `evict by`, leases and step engines "
+          "come next)")
 
 
 @dataclass(frozen=True)
@@ -219,9 +220,8 @@ class _Lowering:
         if s.lease is not None:
             raise _outside(f"a hold with `lease`: {_LATER}", s.at, self.base)
         names = [hp.pool.pool for hp in s.pools]
-        # the pools the clauses name (all the hold's when one names none), as the interpreter reads them
-        cache_pools = _clause_pools(s.cache, names)
-        reuse_pools = _clause_pools(s.reuse, names) if s.reuse is not None else cache_pools
+        cache_pools = ir.clause_pools(s.cache, names)
+        reuse_pools = ir.clause_pools(s.reuse, names) if s.reuse is not None else cache_pools
         reuse = None if s.reuse is None else self.expr(_clause_arg(s.reuse), s.at)
         cache = None if s.cache is None else self.expr(_clause_arg(s.cache), s.at)
         on = []
@@ -299,16 +299,6 @@ class _Lowering:
         if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
             raise _outside("a division or `%` by what is not a positive whole constant", at, self.base)
         return e.value
-
-
-def _clause_pools(e, names: list[str]) -> frozenset:
-    """The pools a hold's `cache` or `reuse` clause names: its cost's resources among the hold's, or
-    all the hold's when it names none (serq.sim.compile reads the clause so)."""
-    if isinstance(e, ir.CostOf):
-        named = frozenset(r for r in e.resources if r in names)
-        if named:
-            return named
-    return frozenset(names)
 
 
 def _clause_arg(e):

@@ -735,11 +735,11 @@ class ProgramCompiler:
         reuse_pools = cache_pools = frozenset()
         if s.reuse is not None:
             reuse = self.function("_hreuse_", ("E", "T", "A"), self.expr(s.reuse, henv), s.at)
-            reuse_pools = _resources(s.reuse, names)
+            reuse_pools = ir.clause_pools(s.reuse, names)
         cenv = Env("a hold's cache", attrs="A", ctx={"now": "E.now"}, stream="E.mrng", thread="T")
         if s.cache is not None:
             cache = self.function("_hc_", ("E", "T", "A"), self.expr(s.cache, cenv), s.at)
-            cache_pools = _resources(s.cache, names)
+            cache_pools = ir.clause_pools(s.cache, names)
         lease_pos = None
         if s.lease is not None:
             key = ref_key(s.lease.pool)
@@ -837,10 +837,3 @@ def _count_stmts(body: list) -> int:
     return n
 
 
-def _resources(e, names: list[str]) -> frozenset:
-    """The pools a cost expression names (all the hold's pools when it names none)."""
-    if isinstance(e, ir.CostOf):
-        named = frozenset(r for r in e.resources if r in names)
-        if named:
-            return named
-    return frozenset(names)
