@@ -10,6 +10,7 @@ public import Serq.OneAtATime
 public import Serq.Claims
 public import Serq.Agree
 public import Serq.Stuck
+public import Serq.Conserve
 public import Serq.Oracle
 public import Serq.Kernel
 public import Serq.KernelCodec

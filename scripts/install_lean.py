@@ -51,7 +51,7 @@ LEAN_VERSION = "4.28.0-pre"  # what `lean --version` of the wasm build reports
 TARBALL_SHA256 = "3657f4dce75f011e34594bd9d02ad16fba68b38d57219ddc6ec0d12d90ba5921"
 WASM_SHA256 = "7ba15bd90d4ab6d8344a9662d6fd190f8326c9b6a79bbd935ef26c4063dbba02"
 PRUNED_WASM_SHA256 = "581f0cdaa74d772bc2647d5d55aaf726c84a7980fb65ad56f63096e3e69e5e79"
-PATCHED_JS_SHA256 = "7733e593a299bea23d920f9c684463947dcd077439555b485f281bdb7d67f448"
+PATCHED_JS_SHA256 = "851e00a1115f53817f49acb72d3c9d9f78b8a9b631036073c0d064313218d175"
 LIB_DIGEST = "151b3753eeeedf7e477528cb6ac59a6f3ab304b1c4037f463807ddb99eb01d2e"
 
 V8_EXPORT_LIMIT = 100_000
@@ -218,13 +218,69 @@ JS_ENV_ANCHOR = "var ENV={};"
 JS_ENV_PATCH = 'var ENV={"LLVM_PROFILE_FILE":"/serq-lean.profraw"};'
 
 
+# Emscripten's dlsym finds a symbol's export index with Object.keys(exports).indexOf(name):
+# a fresh array of all 83 472 exports for every call, and Lean calls dlsym for every module
+# initializer it imports. That was ~90% of a Lean start (~60 of ~70 CPU s to import Init,
+# measured 2026-12-02). The patch builds the name -> index map once per library; the
+# index is the same (the first position of the name among the export keys; keys are unique).
+JS_DLSYM_ANCHOR = "newSymIndex=Object.keys(lib.exports).indexOf(symbol);"
+JS_DLSYM_PATCH = (
+    "var symIdx=lib.serqSymbolIndex;if(!symIdx){symIdx=new Map;"
+    "Object.keys(lib.exports).forEach(function(k,i){if(!symIdx.has(k))symIdx.set(k,i)});"
+    "lib.serqSymbolIndex=symIdx}newSymIndex=symIdx.has(symbol)?symIdx.get(symbol):-1;"
+)
+
+# The glue declares a JS variable for each of the module's 201 110 exports and binds every
+# one in `assignWasmExports` (89 MB of JavaScript: ~10 CPU s and ~1.7 GB to parse and run at
+# every start). The glue itself reads about fifty of them (malloc, free, the stack and
+# thread helpers); Lean finds its declarations through dlsym, which reads the module's
+# exports, not these variables. Keep the bindings of the names the rest of the glue uses.
+JS_EXPORT_VARS_START = "var _main,_lean_main,"
+JS_ASSIGN_START = "function assignWasmExports(wasmExports){"
+# `name=Module["name"]=wasmExports["sym"]`, `.value` after a global's, and for the table
+# `__indirect_function_table=Module[…]=wasmTable=wasmExports[…]`
+JS_ASSIGN_RE = re.compile(r'([\w$]+)=Module\["[\w$]+"\]=((?:[\w$]+=)*)wasmExports\["[\w$]+"\](?:\.value)?')
+JS_IDENT_RE = re.compile(rb"[A-Za-z_$][\w$]*")
+
+
+def trim_export_bindings(js: bytes) -> bytes:
+    for anchor in (JS_EXPORT_VARS_START, JS_ASSIGN_START):
+        n = js.count(anchor.encode())
+        if n != 1:
+            raise InstallError(f"lean.js: expected the anchor {anchor!r} once, found it {n} times")
+    var_start = js.index(JS_EXPORT_VARS_START.encode())
+    var_end = js.index(b";", var_start)
+    names = js[var_start + len(b"var "):var_end].decode().split(",")
+    body_start = js.index(JS_ASSIGN_START.encode()) + len(JS_ASSIGN_START)
+    body_end = js.index(b"}", body_start)
+    if not var_end < body_start:
+        raise InstallError("lean.js: the export bindings come before their declarations")
+    rest = js[:var_start] + js[var_end + 1:body_start - len(JS_ASSIGN_START)] + js[body_end + 1:]
+    used = {m.decode() for m in JS_IDENT_RE.findall(rest)}
+    kept_bindings, bound = [], set()
+    for statement in js[body_start:body_end].decode().split(";"):
+        m = JS_ASSIGN_RE.fullmatch(statement)
+        if not m:
+            raise InstallError(f"lean.js: an export binding of an unknown shape: {statement[:120]!r}")
+        targets = [m.group(1), *m.group(2).split("=")[:-1]]
+        if any(t in used for t in targets):
+            kept_bindings.append(statement)
+            bound.update(targets)
+    # a kept binding's every target stays declared (an undeclared one would be a new global)
+    kept_names = [n for n in names if n in used or n in bound]
+    return (js[:var_start] + ("var " + ",".join(kept_names) + ";").encode()
+            + js[var_end + 1:body_start] + ";".join(kept_bindings).encode() + js[body_end:])
+
+
 def patch_glue(js: bytes) -> bytes:
-    for anchor in (JS_MOUNT_ANCHOR, JS_ENV_ANCHOR):
+    js = trim_export_bindings(js)
+    for anchor in (JS_MOUNT_ANCHOR, JS_ENV_ANCHOR, JS_DLSYM_ANCHOR):
         n = js.count(anchor.encode())
         if n != 1:
             raise InstallError(f"lean.js: expected the anchor {anchor!r} once, found it {n} times")
     js = js.replace(JS_MOUNT_ANCHOR.encode(), (JS_MOUNT_ANCHOR + JS_MOUNT_PATCH).encode())
     js = js.replace(JS_ENV_ANCHOR.encode(), JS_ENV_PATCH.encode())
+    js = js.replace(JS_DLSYM_ANCHOR.encode(), JS_DLSYM_PATCH.encode())
     return js
 
 

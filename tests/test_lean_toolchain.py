@@ -140,12 +140,62 @@ def test_prune_refuses_malformed_modules():
         IL.prune_exports(no_exports)
 
 
+# The shape of emscripten's glue, in miniature: a variable per export, their bindings, the
+# mount, the environment and dlsym's lookup of an export's index.
+MINI_GLUE = (
+    b"var ENV={};function f(){" + IL.JS_MOUNT_ANCHOR.encode() + b"FS.chdir(cwd)}"
+    b"var _main,_lean_main,_malloc,_l_Nat_add,__indirect_function_table,wasmTable,_g;"
+    b"function assignWasmExports(wasmExports){"
+    b'_main=Module["_main"]=wasmExports["__main_argc_argv"];'
+    b'_lean_main=Module["_lean_main"]=wasmExports["lean_main"];'
+    b'_malloc=Module["_malloc"]=wasmExports["malloc"];'
+    b'_l_Nat_add=Module["_l_Nat_add"]=wasmExports["l_Nat_add"];'
+    b'__indirect_function_table=Module["__indirect_function_table"]=wasmTable=wasmExports["__indirect_function_table"];'
+    b'_g=Module["_g"]=wasmExports["g"].value}'
+    b"var __dlsym_js=(handle,symbol,symbolIndex)=>{var lib=LDSO.loadedLibsByHandle[handle];"
+    + IL.JS_DLSYM_ANCHOR.encode() + b"return lib.exports[symbol]};"
+    b"function run(){_malloc(8);wasmTable.get(0)}"
+)
+
+
 def test_glue_patch_needs_its_anchors_once():
-    glue = (b"var ENV={};function f(){" + IL.JS_MOUNT_ANCHOR.encode() + b"FS.chdir(cwd)}")
-    out = IL.patch_glue(glue)
+    out = IL.patch_glue(MINI_GLUE)
     assert IL.JS_MOUNT_PATCH.encode() in out and b'"LLVM_PROFILE_FILE"' in out
+    assert IL.JS_DLSYM_PATCH.encode() in out and IL.JS_DLSYM_ANCHOR.encode() not in out
     with pytest.raises(IL.InstallError, match="anchor"):
         IL.patch_glue(b"var ENV={};")
+    with pytest.raises(IL.InstallError, match="anchor"):
+        IL.patch_glue(MINI_GLUE.replace(IL.JS_DLSYM_ANCHOR.encode(), b""))
+
+
+def test_glue_patch_keeps_only_the_export_bindings_the_glue_reads():
+    out = IL.patch_glue(MINI_GLUE)
+    # the glue calls _malloc and reads wasmTable (bound with the table); nothing reads the rest
+    assert b"var _malloc,__indirect_function_table,wasmTable;" in out
+    assert b'_malloc=Module["_malloc"]=wasmExports["malloc"]' in out
+    assert b"=wasmTable=wasmExports" in out
+    for dropped in (b"_l_Nat_add=", b"_lean_main=", b'_g=Module["_g"]'):
+        assert dropped not in out
+    with pytest.raises(IL.InstallError, match="unknown shape"):
+        IL.patch_glue(MINI_GLUE.replace(b'_g=Module["_g"]=wasmExports["g"].value',
+                                        b'_g=Module["_g"]=wrap(wasmExports["g"])'))
+
+
+def test_dlsym_patch_finds_the_index_indexOf_found():
+    """The patched lookup gives each export the index Object.keys(...).indexOf gave, and -1
+    for a name that is not exported (run in node: it is the glue's own JavaScript)."""
+    node = shutil.which("node")
+    if not node:
+        pytest.skip("node is not installed")
+    script = (
+        "var lib={exports:{a:1,b:2,c:3}},newSymIndex,out=[];"
+        "for (var symbol of ['b','a','c','z','b']){" + IL.JS_DLSYM_PATCH + "out.push(newSymIndex);"
+        "var want=Object.keys(lib.exports).indexOf(symbol);if(want!==newSymIndex)throw symbol}"
+        "console.log(JSON.stringify(out))"
+    )
+    r = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "[1,0,2,-1,1]"
 
 
 def test_installer_refuses_a_tarball_with_the_wrong_checksum(tmp_path, monkeypatch):
