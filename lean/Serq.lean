@@ -11,6 +11,7 @@ public import Serq.Claims
 public import Serq.Agree
 public import Serq.Stuck
 public import Serq.Conserve
+public import Serq.Requests
 public import Serq.Oracle
 public import Serq.Kernel
 public import Serq.KernelCodec
