@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 from pathlib import Path
 
 import click
 
+from serq.commandline import INSTANCE_HELP, guarded, link_program, parse_horizon, sources_of
 from serq.errors import SerqError, render
 from serq.leangen.commands import lean
 from serq.sim.commands import run
@@ -33,97 +33,6 @@ main.add_command(sweep_command)
 main.add_command(plot_command)
 
 
-def fail(error: SerqError, sources: dict[str, str] | None = None) -> None:
-    """Print a refusal as `file:line:col: error: …` with the line and a caret; exit 1 (2 for usage)."""
-    click.echo(render(error, sources), err=True)
-    sys.exit(2 if error.kind == "usage" else 1)
-
-
-def _sources_of(error: SerqError) -> dict[str, str]:
-    if error.span is None:
-        return {}
-    try:
-        return {error.span.file: Path(error.span.file).read_text(encoding="utf-8")}
-    except (OSError, UnicodeDecodeError, ValueError, TypeError):  # ValueError: a NUL in the IR's file name
-        return {}
-
-
-def parse_assignments(pairs: tuple[str, ...] | list[str], where: str) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        name = name.strip()
-        if not sep or not name or not value.strip():
-            raise SerqError(f"{where} `{pair}`: write name=value", None, "usage")
-        if name in out:
-            raise SerqError(f"{where}: `{name}` is given twice", None, "usage")
-        out[name] = value.strip()
-    return out
-
-
-def read_instance(path: str):
-    """An instance file (serq/instance.py): `.sq` in the language's syntax, any other JSON."""
-    from serq.instance import read_instance as read
-    return read(path)
-
-
-def given_inputs(sets: tuple[str, ...], extra: tuple[str, ...]) -> dict[str, str]:
-    """--set's inputs, then those after `--` over them."""
-    given: dict[str, str] = {}
-    for source, where in ((sets, "--set"), (extra, "after --")):
-        given.update(parse_assignments(source, where))
-    return given
-
-
-def supplied_inputs(sets: tuple[str, ...], instance: str | None, extra: tuple[str, ...]) -> dict:
-    """The inputs supplied: the instance file's, then --set and `-- k=v` over them."""
-    from serq.instance import supplied
-    return supplied(read_instance(instance) if instance else None, given_inputs(sets, extra))
-
-
-INSTANCE_HELP = ("An instance file: F.sq (`run { seed 1; … }` and `let NAME = value;`) or F.json "
-                 "({\"inputs\": {…}, \"settings\": {…}}, or a flat object of inputs).")
-
-
-def link_program(file, sets, instance, extra, flags: dict | None = None, needs_end: bool = False):
-    """Link FILE with its inputs and execution settings: the default, the instance file (`--instance`)
-    over it and the flags over that (`flags`: setting -> value or None); --set and `-- k=v` over the
-    instance's inputs. The IR carries the settings; returns it and where each setting came from."""
-    from serq.instance import check_values, ir_settings, link_with, resolve_settings
-    inst = read_instance(instance) if instance else None
-    given = given_inputs(sets, extra)
-    values, origins = resolve_settings(flags, inst)
-    check_values(values, origins)
-    program = link_with(file, inst, given, ir_settings(values, origins))
-    if flags is not None:
-        from serq.sim import _check_settings
-        _check_settings(program, values["seed"], values["horizon"], values["warmup"], values["arrivals"], origins,
-                        needs_end=needs_end)
-    return program, origins
-
-
-def guarded(fn):
-    """Run a command body: SerqError -> a located message; any other exception -> no traceback."""
-    import functools
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except SerqError as e:
-            fail(e, _sources_of(e))
-        except KeyboardInterrupt as e:  # Ctrl-C, or serq run's SIGINT/SIGTERM (serq.sim.interrupts)
-            click.echo("serq: interrupted", err=True)
-            sys.exit(128 + getattr(e, "signum", 2))
-        except Exception as e:  # a bug of serq's own: say so, without a traceback unless asked
-            if os.environ.get("SERQ_DEBUG"):
-                raise
-            click.echo(f"serq: internal error: {type(e).__name__}: {e} (set SERQ_DEBUG=1 for the traceback)",
-                       err=True)
-            sys.exit(3)
-    return wrapper
-
-
 @main.command("ir", context_settings={"ignore_unknown_options": False})
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
 @click.argument("extra", nargs=-1)
@@ -140,13 +49,12 @@ def ir_command(file, extra, sets, instance, seed, horizon, warmup, arrivals, out
     """Compile FILE to its canonical JSON IR. Inputs: --set k=v, --instance F, or `-- k=v`; the
     execution settings (the instance file's, the flags over them) are the IR's `settings`."""
     from serq.ir import models as ir
-    from serq.sim.commands import _horizon
     if schema:
         text = ir.json_schema()
     else:
         if file is None:
             raise SerqError("serq ir: name a program FILE (or --schema)", None, "usage")
-        flags = {"seed": seed, "horizon": _horizon(horizon), "warmup": warmup, "arrivals": arrivals}
+        flags = {"seed": seed, "horizon": parse_horizon(horizon), "warmup": warmup, "arrivals": arrivals}
         program, _ = link_program(file, sets, instance, extra, flags)
         text = ir.to_json(program)
     if output:
@@ -227,7 +135,7 @@ def check_command(paths) -> None:
                 link_file(f)
         except SerqError as e:
             failed += 1
-            click.echo(render(e, _sources_of(e)), err=True)
+            click.echo(render(e, sources_of(e)), err=True)
             continue
         if f.suffix == ".sq":
             for inst in instance_files(f):
@@ -236,7 +144,7 @@ def check_command(paths) -> None:
                     link_program(f, (), str(inst), (), {})
                 except SerqError as e:
                     instances_failed += 1
-                    click.echo(render(e, _sources_of(e)), err=True)
+                    click.echo(render(e, sources_of(e)), err=True)
     for d in orphan_instance_folders(paths):
         instances += 1
         instances_failed += 1

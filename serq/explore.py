@@ -1,7 +1,7 @@
 """`serq draw`, `serq sweep`, `serq plot`: see a deployment, and compare runs of it.
 
 The commands are thin: the work is `serq.draw`, `serq.sweep` and `serq.plot` (docs/api.md), and
-each body runs under `serq.cli.guarded` (a refusal is a located message, never a traceback).
+each body runs under `serq.commandline.guarded` (a refusal is a located message, never a traceback).
 """
 
 from __future__ import annotations
@@ -11,11 +11,12 @@ from pathlib import Path
 
 import click
 
+from serq.commandline import guarded, link_program, parse_assignments, parse_horizon, sources_of
+
 INSTANCE_HELP = "An instance file of settings and inputs: F.sq or F.json (docs/language.md)."
 
 
 def _guarded(fn, *args):
-    from serq.cli import guarded
     return guarded(fn)(*args)
 
 
@@ -32,7 +33,6 @@ def _link(file, sets, instance, extra):
     else:
         if not path.exists():
             raise SerqError(f"no such file: {file}", None, "usage")
-        from serq.cli import link_program
         program, _ = link_program(path, sets, instance, extra)
     inputs = ", ".join(f"{i.arg} = {i.value}" for i in program.inputs)
     return program, str(file) + (f"  ({inputs})" if inputs else "")
@@ -119,9 +119,7 @@ def sweep_command(file, extra, sets, instance, seeds, metrics, jobs, ray_address
 
 def _sweep(file, extra, sets, instance, seeds, metrics, jobs, ray_address, horizon, warmup, arrivals,
            output) -> None:
-    from serq.cli import _sources_of, parse_assignments
     from serq.errors import render
-    from serq.sim.commands import _horizon
     from serq.sweep import parse_seeds, parse_values, run_sweep
 
     given = parse_assignments(sets, "--set")
@@ -140,7 +138,7 @@ def _sweep(file, extra, sets, instance, seeds, metrics, jobs, ray_address, horiz
         else _Lines(n)
     try:
         result = run_sweep(file, grid, seed_list, instance=instance, metrics=list(metrics) or None,
-                           jobs=jobs, ray=ray_address, horizon=_horizon(horizon), warmup=warmup,
+                           jobs=jobs, ray=ray_address, horizon=parse_horizon(horizon), warmup=warmup,
                            arrivals=arrivals, progress=bar)
     finally:
         if bar is not None:
@@ -150,7 +148,7 @@ def _sweep(file, extra, sets, instance, seeds, metrics, jobs, ray_address, horiz
     _print_summary(result)
     for key in sorted(result.errors):
         e = result.errors[key]
-        click.echo(render(e, _sources_of(e)), err=True)
+        click.echo(render(e, sources_of(e)), err=True)
     state = " (interrupted)" if result.interrupted else ""
     failed = f", {len(result.errors)} failed" if result.errors else ""
     click.echo(f"serq sweep: {len(result.reports)} of {result.total} runs done{failed}{state} in "

@@ -431,7 +431,7 @@ def _link_points(program, grid: dict[str, list], fixed: dict[str, str], instance
         from serq.ir.validate import load_ir
         names, points, programs, _ = _link_points(load_ir(str(path)), grid, fixed, instance, flags)
         return names, points, programs, str(path.parent)
-    from serq.cli import link_program
+    from serq.commandline import link_program
     programs = []
     for p in points:
         prog, _ = link_program(path, tuple(f"{k}={v}" for k, v in p.items()), instance, (), flags, needs_end=True)

@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from serq.commandline import guarded
 from serq.leangen import build as B
 
 
@@ -65,7 +66,6 @@ def build_cmd(files: tuple[str, ...], jobs: int, force: bool, no_lake: bool,
     Lean, test fixtures). Errors print as file:line:col: error: message; the exit
     status is 1 when anything fails.
     """
-    from serq.cli import guarded
     guarded(_build)(files, jobs, force, no_lake, timeout, as_json, quiet)
 
 
@@ -100,7 +100,6 @@ def check_cmd(paths: tuple[str, ...], no_build: bool, jobs: int, quiet: bool) ->
     examples/papers/ClaimsProved.lean; then builds (incrementally) and refuses any
     "declaration uses 'sorry'" warning. Exit status 1 on any finding.
     """
-    from serq.cli import guarded
     guarded(_check)(paths, no_build, jobs, quiet)
 
 

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import click
 
+from serq.commandline import given_inputs, guarded, link_program, read_instance
+
 
 @click.command("export")
 @click.argument("file", type=click.Path(dir_okay=False))
@@ -21,8 +23,6 @@ def export(file, extra, sets, instance, arrivals, namespace) -> None:
     """Print FILE as a Lean module: a program with a step engine as the engine model's value
     (Serq.Exec), any other as its kernel IR's (Serq.Kernel); refuse, with the construct's
     location, a program outside both fragments."""
-    from serq.cli import guarded, link_program
-
     @guarded
     def body() -> None:
         # the flag is a setting as `serq run`'s is: over the instance file's, and checked the same way
@@ -51,8 +51,6 @@ def claims(file, extra, sets, instance) -> None:
     """Print the Lean statements of FILE's claims (the module scripts/gen_lean_claims.py writes for
     the programs under examples/papers/); refuse, with the construct's location, what the model
     cannot state."""
-    from serq.cli import given_inputs, guarded, read_instance
-
     @guarded
     def body() -> None:
         from serq.instance import check_inputs, supplied

@@ -7,16 +7,7 @@ import sys
 
 import click
 
-
-def _horizon(value: str | None) -> float | None:
-    if value is None:
-        return None
-    from serq.errors import SerqError
-    try:
-        v = float(value)
-    except ValueError:
-        raise SerqError(f"--horizon {value}: a time (a number, or inf)", None, "usage") from None
-    return v
+from serq.commandline import given_inputs, guarded, link_program, parse_horizon, read_instance
 
 
 class _Progress:
@@ -74,7 +65,6 @@ def run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, d
     header says where each came from. Ctrl-C stops the run and prints what was
     measured.
     """
-    from serq.cli import guarded
     from serq.sim.interrupts import stop_signals
     with stop_signals():  # SIGINT/SIGTERM: the run stops, its report and dump are written, exit 130/143
         guarded(_run)(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, dump)
@@ -85,14 +75,13 @@ def _run(file, extra, seed, horizon, warmup, arrivals, sets, instance, as_json, 
 
     from rich.console import Console
 
-    from serq.cli import given_inputs, link_program, read_instance
     from serq.errors import SerqError
     from serq.instance import check_values, resolve_settings
     from serq.sim import simulate
     from serq.sim.report import render_text, to_json
 
     path = Path(file)
-    flags = {"seed": seed, "horizon": _horizon(horizon), "warmup": warmup, "arrivals": arrivals}
+    flags = {"seed": seed, "horizon": parse_horizon(horizon), "warmup": warmup, "arrivals": arrivals}
     if path.suffix == ".json":
         from serq.ir.validate import load_ir
         inst = read_instance(instance) if instance else None

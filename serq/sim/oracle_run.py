@@ -36,6 +36,7 @@ from pathlib import Path
 
 import click
 
+from serq.commandline import guarded
 from serq.errors import SerqError
 from serq.sim.steps import IterationRecord
 
@@ -267,7 +268,6 @@ def oracle(files, quiet, as_json) -> None:
     prefix-cache sets) next to vLLM's; `-` is a token that side never produced. A differing scenario
     names the first step whose scheduled tokens differ from vLLM's trace. A summary of a scenario set
     (SUMMARY.json) is skipped. Exits 1 on any difference."""
-    from serq.cli import guarded
     guarded(_oracle)(files, quiet, as_json)
 
 
