@@ -1,16 +1,19 @@
 """The start-up and hot-path shortcuts give what the long way gives (issue 15): the parser kept in
-the user's cache (serq/syntax/larkcache.py) and the first turns' draws a block at a time
-(serq/sim/rng.py FirstTurns)."""
+the user's cache (serq/syntax/larkcache.py), the first turns' draws a block at a time
+(serq/sim/rng.py FirstTurns) and a uniform draw written out (site_uniform), and the engine's decode
+group (serq/sim/decode_group.py)."""
 
 from __future__ import annotations
 
+import math
 import os
 import stat
 
 import pytest
 
 from simtools import EXAMPLES, REPO, run_samples
-from serq.sim.rng import M64, TWO53, FirstTurns, Streams, block_key, site_exp, site_offset
+from serq.sim.rng import M64, TWO53, DrawError, FirstTurns, Streams, _Site, block_key, site_exp, site_offset, \
+    site_uniform
 from serq.syntax import larkcache
 
 GRAMMAR = """start: item+
@@ -106,6 +109,23 @@ def test_first_turns_block_has_the_numbers_of_one_by_one():
                 assert ft.B[i] == B and ft.U[k][i] == u
     assert ft.fill(10) == -1  # a session before the block: one by one
     assert ft.fill(M64 - 5) == -1  # no block past 2^64
+
+
+def test_site_uniform_draws_what_a_site_draws():
+    """site_uniform, written out, gives what a draw site's `uniform` gives, its refusals included."""
+    import random
+    rnd = random.Random(7)
+    for _ in range(5000):
+        key, j = rnd.getrandbits(64), rnd.randrange(64)
+        a = rnd.uniform(-1e3, 1e3)
+        b = a + rnd.choice((0.0, rnd.uniform(0.0, 1e4)))
+        assert site_uniform(key, j, a, b) == _Site(key, j).uniform(a, b)
+    for a, b in ((2.0, 1.0), (0.0, math.inf), (math.nan, 1.0)):
+        with pytest.raises(DrawError) as fast:
+            site_uniform(1, 0, a, b)
+        with pytest.raises(DrawError) as site:
+            _Site(1, 0).uniform(a, b)
+        assert str(fast.value) == str(site.value)
 
 
 def test_turn_draws_across_blocks_and_later_turns(tmp_path):

@@ -71,12 +71,9 @@ class DecodeGroup:
         else:
             members.append(J)
 
-    def visits(self, attn: list) -> list:
+    def visits(self, attn: list, due: list) -> list:
         """The residents the walk visits, in admission order: those outside the group (`attn`) and
-        the members due now (no longer due: the walk attends to them)."""
-        due = self.due_at.pop(self.clock, None)
-        if due is None:
-            return attn[:]
+        the members `due` now (taken from `due_at`: the walk attends to them)."""
         for J in due:
             J.due = 0
         if len(due) > 1:
@@ -107,10 +104,6 @@ def services_left(J, pos: float, rem: float) -> float:
         limit = a.units
     n = limit - pos
     return n if n < last else last
-
-
-def _whole(v) -> bool:
-    return v % 1.0 == 0.0  # (False for inf and NaN; works for ints and floats alike)
 
 
 def materialize(st, J) -> None:
@@ -147,13 +140,13 @@ def try_join(st, J) -> None:
     if J.T is not S or S.legs_live or not S.ndec or S.first_token is None:
         return
     rem = J.rem
-    if not _whole(rem):
+    if rem % 1.0:  # not a whole number (inf and NaN are not either: their remainder is NaN)
         return
     a = J.alloc
     pos = 0.0
     if a is not None:
         pos = a.pos
-        if a.req != pos or not _whole(pos):
+        if a.req != pos or pos % 1.0:
             return
     n = services_left(J, pos, rem)
     if n < 1.0:
@@ -202,8 +195,9 @@ def leave_unserved(st) -> None:
     this iteration does not move them."""
     G = st.group
     i = bisect_right(G.adms, G.mark)
-    for J in G.jobs[i:]:
-        leave(st, J, True)
+    if i < len(G.jobs):  # (the common case, every member served, copies nothing)
+        for J in G.jobs[i:]:
+            leave(st, J, True)
 
 
 def serve_grouped(st) -> None:
@@ -212,20 +206,20 @@ def serve_grouped(st) -> None:
     between are served as a count. The batch's sums take the same additions in the same order (the
     members' kv shares, whole numbers, at the end), so every value is the one-by-one walk's."""
     G = st.group
-    visits = G.visits(st.attn)
     clock = G.clock
     adms = G.adms
-    due_at = G.due_at
     G.mark = 0
-    budget = st.budget
-    append = st.batch.append
-    n = 0.0  # decodes served since the batch's sums were last brought up to date (as the walk's)
-    kvd = 0.0  # their kv shares, the members' excepted
     # members' growths that fit, not yet applied: `growing.grow_holds` applies them before anything
     # else reads or changes the pool (PoolMember.batches_growths says when that gives the same)
     growing = None
     growths: list = []
     grown = 0.0
+    due = G.due_at.pop(clock, None)
+    visits = st.attn[:] if due is None else G.visits(st.attn, due)
+    budget = st.budget
+    append = st.batch.append
+    n = 0.0  # decodes served since the batch's sums were last brought up to date (as the walk's)
+    kvd = 0.0  # their kv shares, the members' excepted
     ended = False
     for J in visits:
         if J.sched > 0.0 or J.gone:
@@ -253,7 +247,7 @@ def serve_grouped(st) -> None:
             if budget >= 1.0 and rem > 1.0:
                 a = J.alloc
                 if a is None:
-                    left = rem - 2.0
+                    G.due(J, clock + 1 + int(rem - 2.0))
                 else:
                     t = a.pos + behind + 1.0
                     bs = a.member.bs  # (a member's pool allocates whole blocks: up(x) is this)
@@ -290,22 +284,7 @@ def serve_grouped(st) -> None:
                         units = kv
                     else:
                         units = a.units
-                    G.kv += kv - J.kv
-                    J.kv = kv
-                    # services_left(J, t, rem - 1), written out
-                    limit = ceil((t + 1.0) / bs) * bs
-                    if units < limit:
-                        limit = units
-                    left = limit - t
-                    if rem - 2.0 < left:
-                        left = rem - 2.0
-                # its next visit, counted from the iteration after this one (G.due, written out)
-                due = J.due = clock + 1 + int(left)
-                members = due_at.get(due)
-                if members is None:
-                    due_at[due] = [J]
-                else:
-                    members.append(J)
+                    _served(G, J, t, kv, units, rem, clock)
                 budget -= 1.0
                 n += 1.0
                 G.mark = J.adm
@@ -373,6 +352,23 @@ def serve_grouped(st) -> None:
     G.mark = ALL_SERVED
 
 
+def _served(G, J, t: float, kv: float, units: float, rem: float, clock: int) -> None:
+    """A member due now is served (its token reaches position t; `rem`, its remaining before it) on
+    a hold of `units`, grown if it had to be: its kv share becomes `kv`, and its next visit is due,
+    counted from the iteration after this one, when a token crosses its allocation or its block or
+    is its last (services_left(J, t, rem - 1), written out)."""
+    G.kv += kv - J.kv
+    J.kv = kv
+    bs = J.alloc.member.bs
+    limit = ceil((t + 1.0) / bs) * bs
+    if units < limit:
+        limit = units
+    left = limit - t
+    if rem - 2.0 < left:
+        left = rem - 2.0
+    G.due(J, clock + 1 + int(left))
+
+
 def _budget_ends_among(st, i0: int, i1: int, budget: float, n: float, kvd: float):
     """The budget runs out among the members i0..i1-1: the first floor(budget) take a token; at the
     next the walk brings the batch's sums up to date and, with nothing left, ends the serving;
@@ -414,7 +410,14 @@ def scheduled_jobs(st) -> list:
 
 
 def remove_sorted(jobs: list, J) -> None:
-    """Take J out of a list of jobs in admission order (a bisection, not a scan)."""
+    """Take J out of a list of jobs in admission order (a bisection, not a scan; the ends first, where
+    most leave from: a prefill just admitted, a decode admitted long ago)."""
+    if jobs[-1] is J:
+        jobs.pop()
+        return
+    if jobs[0] is J:
+        del jobs[0]
+        return
     i = bisect_left(jobs, J.adm, key=admission)
     while jobs[i] is not J:
         i += 1

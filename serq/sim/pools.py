@@ -196,7 +196,9 @@ class PoolMember:
 
     # -- holders
     def add_holder(self, a: Alloc) -> None:
-        self.touch(self.E.now)
+        now = self.E.now
+        if now > self.t_last:  # (touch: nothing to add at the same instant; a call saved per hold)
+            self.touch(now)
         self.holders[a.adm] = a
         self.used += a.units
         if a.reserve > a.units:
@@ -205,7 +207,9 @@ class PoolMember:
             self.max_used = self.used
 
     def remove_holder(self, a: Alloc) -> None:
-        self.touch(self.E.now)
+        now = self.E.now
+        if now > self.t_last:
+            self.touch(now)
         del self.holders[a.adm]
         self.used -= a.units
         if not a.lease and a.reserve > a.units:
@@ -293,7 +297,8 @@ class PoolMember:
         if units <= 0.0:
             return
         E = self.E
-        self.touch(E.now)
+        if E.now > self.t_last:
+            self.touch(E.now)
         if not dead and serial is not None:
             old = self.live.pop(serial, None)
             if old is not None:
@@ -327,7 +332,8 @@ class PoolMember:
         if self.used + self.cached <= self.cap or not self.entries:
             return
         E = self.E
-        self.touch(E.now)
+        if E.now > self.t_last:
+            self.touch(E.now)
         if self.evict_by:
             # the keys of each entry, read once before anything is taken: its attributes, `size` (its
             # units now) and `waiting` (its session has a hold waiting for admission here)

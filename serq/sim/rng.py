@@ -98,7 +98,7 @@ class Draws:
 
     def uniform(self, a: float, b: float) -> float:
         if not (a <= b) or not math.isfinite(a) or not math.isfinite(b):
-            raise DrawError(f"~uniform({_fmt(a)}, {_fmt(b)}): the bounds are finite with a <= b")
+            _bad_uniform(a, b)
         return a + (b - a) * self.u()
 
     def erlang(self, k: float, mean: float) -> float:
@@ -267,7 +267,18 @@ def site_det(key: int, j: int, value: float) -> float:
 
 
 def site_uniform(key: int, j: int, a: float, b: float) -> float:
-    return _Site(key, j).uniform(a, b)
+    """`_Site(key, j).uniform(a, b)` written out as `site_exp` is (one uniform: no site object; a
+    session draws its prompt and output sizes so)."""
+    if not (a <= b) or not math.isfinite(a) or not math.isfinite(b):
+        _bad_uniform(a, b)
+    z = (key + ((j << 20) + 1) * GAMMA) & M64
+    z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & M64
+    return a + (b - a) * (((z ^ (z >> 31)) >> 11) * TWO53)
+
+
+def _bad_uniform(a: float, b: float) -> None:
+    raise DrawError(f"~uniform({_fmt(a)}, {_fmt(b)}): the bounds are finite with a <= b")
 
 
 def site_erlang(key: int, j: int, k: float, mean: float) -> float:
