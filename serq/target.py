@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.link.linker import fold
+from serq.link.fold import fold
 
 
 def _refuse(stage: str, msg: str) -> SerqError:

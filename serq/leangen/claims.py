@@ -28,7 +28,7 @@ from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import FragmentEngine, environment, fragment_engine, outside, trailing_observes
 from serq.link import link_file
-from serq.link.linker import fold
+from serq.link.fold import fold
 
 #: The most sessions a workload of the family has (the reference, *Claims*).
 MAX_SESSIONS = 500

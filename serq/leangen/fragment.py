@@ -19,7 +19,7 @@ from jinja2 import Environment, FileSystemLoader, StrictUndefined
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.link import link_file
-from serq.link.linker import fold
+from serq.link.fold import fold
 from serq.oracle import ORACLE_PROGRAM, TurnSpec, read_trace
 from serq.syntax.ast import Span
 from serq.target import vllm_settings

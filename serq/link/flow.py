@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.link.linker import _ir_attrs, fold
+from serq.link.fold import attrs_read, fold
 
 
 def _err(msg: str, span) -> SerqError:
@@ -110,14 +110,14 @@ def _check_hidden(program: ir.Program, spans) -> None:
     while changed:
         changed = False
         for s in sets:
-            if s.name not in tainted and _ir_attrs(s.value) & tainted:
+            if s.name not in tainted and attrs_read(s.value) & tainted:
                 tainted.add(s.name)
                 changed = True
     for pool in program.pools:
         for what, keys in (("queue", getattr(pool.queue, "keys", [])), ("preempt", getattr(pool.preempt, "keys", [])),
                            ("evict", getattr(pool.evict, "keys", []))):
             for key in keys:
-                bad = _ir_attrs(key) & tainted
+                bad = attrs_read(key) & tainted
                 if bad:
                     raise _err(f"pool `{pool.name}`'s {what} key reads `{sorted(bad)[0]}`, hidden or derived from a hidden "
                                "attribute: the scheduler may not read it", spans.get(id(key)))
@@ -125,7 +125,7 @@ def _check_hidden(program: ir.Program, spans) -> None:
 
 def _concealed(k: _Knowledge, e) -> list[str]:
     out = []
-    for a in sorted(_ir_attrs(e)):
+    for a in sorted(attrs_read(e)):
         if k.roots.get(a, frozenset()) - k.revealed:
             out.append(a)
     return out
@@ -152,14 +152,14 @@ def _hidden_block(body: list, k: _Knowledge, spans) -> _Knowledge:
 def _hidden_stmt(s, k: _Knowledge, spans) -> _Knowledge:
     if isinstance(s, ir.SetStmt):
         k = k.copy()
-        roots = frozenset().union(*(k.roots.get(a, frozenset()) for a in _ir_attrs(s.value)))
+        roots = frozenset().union(*(k.roots.get(a, frozenset()) for a in attrs_read(s.value)))
         k.roots[s.name] = roots
         return k
     if isinstance(s, ir.RunStmt):
         for st in s.stages:
             _refuse(k, st.index, "a stage's index", spans)
         k = k.copy()
-        k.revealed = k.revealed | frozenset().union(*(k.roots.get(a, frozenset()) for a in _ir_attrs(s.work)))
+        k.revealed = k.revealed | frozenset().union(*(k.roots.get(a, frozenset()) for a in attrs_read(s.work)))
         return k
     if isinstance(s, ir.HoldStmt):
         for hp in s.pools:

@@ -19,6 +19,8 @@ from serq.ir import models as ir
 from serq.ir.catalogue import Moment as M
 from serq.link.consts import ConstValue, apply_binary, apply_function, format_number
 from serq.link.expand import Expander, draws, map_stmt_exprs, walk_expr
+from serq.link.flow import check_program as check_flow
+from serq.link.fold import attrs_read, fold
 from serq.link.loader import Unit
 from serq.syntax import ast as A
 
@@ -202,8 +204,7 @@ class Linker:
             claims=[self._claim(c) for c in claims],
             settings=self.settings,
         )
-        from serq.link import flow
-        flow.check_program(self, program, workload, server_body, servers[0].span if servers else None)
+        check_flow(self, program, workload, server_body, servers[0].span if servers else None)
         from serq.ir.validate import validate
         try:
             validate(program)  # what the linker wrote keeps the IR's contract, as IR written by hand must
@@ -1172,7 +1173,7 @@ class Linker:
                 if n.is_bare and n.name == "cached":
                     raise _err("this hold has no `cache`, so `cached` is 0 in its body: a hold without cache "
                                "leaves the prefix alone (write `cache (…)` to take part in the prefix cache)", n.span)
-        index_attrs = {a for hp in pools if hp.pool.index is not None for a in _ir_attrs(hp.pool.index)}
+        index_attrs = {a for hp in pools if hp.pool.index is not None for a in attrs_read(hp.pool.index)}
         if index_attrs:
             for st in A.walk_stmts(s.body):
                 target = (st.target.name if isinstance(st, A.Set) else st.name if isinstance(st, A.Choose) else None)
@@ -1461,41 +1462,6 @@ def _attrs_read(e: A.Expr) -> list[tuple[str, A.Span]]:
     return [(n.name, n.span) for n in walk_expr(e) if isinstance(n, A.Ref) and n.is_bare]
 
 
-
-
-def _ir_attrs(e) -> set[str]:
-    return {n.name for n in ir.walk(e) if isinstance(n, ir.Attr)}
-
-
-def fold(e: ir.Expr) -> float | None:
-    """The value of an IR expression that reads no state, attribute or draw; else None."""
-    if isinstance(e, ir.Num):
-        return float(e.value)
-    if isinstance(e, ir.Inf):
-        return math.inf
-    if isinstance(e, ir.CostOf):
-        return fold(e.arg)
-    if isinstance(e, ir.Unary):
-        v = fold(e.arg)
-        if v is None:
-            return None
-        return -v if e.op == "neg" else float(v == 0)
-    if isinstance(e, ir.Binary):
-        a, b = fold(e.lhs), fold(e.rhs)
-        if a is None or b is None:
-            return None
-        return apply_binary(e.op, a, b)
-    if isinstance(e, ir.Cond):
-        t = fold(e.test)
-        if t is None:
-            return None
-        return fold(e.then) if t != 0 else fold(e.otherwise)
-    if isinstance(e, ir.Call):
-        vals = [fold(a) for a in e.args]
-        if any(v is None for v in vals):
-            return None
-        return apply_function(e.fn, vals)  # type: ignore[arg-type]
-    return None
 
 
 def _check_distribution(e: A.Draw, values: list[float | None]) -> None:

@@ -6,7 +6,7 @@ import math
 from heapq import heappush
 
 from serq.ir import models as ir
-from serq.link.linker import fold
+from serq.link.fold import fold
 from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve
 from serq.sim.errors import RunError
 from serq.sim.pools import PoolMember
