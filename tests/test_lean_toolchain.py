@@ -23,6 +23,7 @@ from click.testing import CliRunner
 
 from serq.cli import main as cli
 from serq.leangen import build as B
+from serq.leangen import lean_source
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "lean"
@@ -216,7 +217,7 @@ def test_installer_refuses_a_tarball_with_the_wrong_checksum(tmp_path, monkeypat
 # --------------------------------------------------------------------------------------
 
 def words(text: str) -> list[tuple[str, int, int]]:
-    return [(f.word, f.line, f.col) for f in B.scan_source(text)]
+    return [(f.word, f.line, f.col) for f in lean_source.scan_source(text)]
 
 
 def test_scan_refuses_sorry_admit_axiom_native_decide():
@@ -276,8 +277,8 @@ def test_scan_positions_after_multiline_comments_and_strings():
 
 def test_scan_of_the_fixtures():
     assert [(f.word, f.line, f.col) for f in
-            B.scan_source((FIXTURES / "UsesSorry.lean").read_text())] == [("sorry", 9, 3)]
-    assert B.scan_source((FIXTURES / "Broken.lean").read_text()) == []
+            lean_source.scan_source((FIXTURES / "UsesSorry.lean").read_text())] == [("sorry", 9, 3)]
+    assert lean_source.scan_source((FIXTURES / "Broken.lean").read_text()) == []
 
 
 def test_header_imports():
@@ -291,11 +292,11 @@ def test_header_imports():
         @[expose] public section
         import NotAnImport
         """)
-    is_module, imps = B.parse_header(src)
+    is_module, imps = lean_source.parse_header(src)
     assert is_module
     assert [(n, ln) for n, ln, _c in imps] == [("Serq.Basic", 3), ("Serq.Other", 4),
                                                ("Lean.Elab", 5), ("Weird.Name", 6)]
-    assert B.parse_header("import Init\ndef x := 1\n") == (False, [("Init", 1, 8)])
+    assert lean_source.parse_header("import Init\ndef x := 1\n") == (False, [("Init", 1, 8)])
 
 
 def test_the_repository_sources_pass_the_scan():
