@@ -12,6 +12,7 @@ public import Serq.Agree
 public import Serq.Stuck
 public import Serq.Conserve
 public import Serq.Requests
+public import Serq.Drift
 public import Serq.Oracle
 public import Serq.Kernel
 public import Serq.KernelCodec
