@@ -14,7 +14,9 @@ public import Serq.Conserve
 public import Serq.Requests
 public import Serq.Drift
 public import Serq.Oracle
+public import Serq.KernelMachine
 public import Serq.Kernel
+public import Serq.KernelFacts
 public import Serq.KernelCodec
 
 /-! # serQ in Lean

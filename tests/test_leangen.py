@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import subprocess
 import sys
 from pathlib import Path
@@ -231,6 +233,85 @@ CACHE_ANSWERS = {0: [(0, 1, 0, 2), (0, 2, 2, 6)], 1: [(1, 1, 0, 4), (1, 2, 4, 8)
 CACHE_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 2, 0, 4, 1)], 1: [(1, 1, 0, 2, 0), (1, 2, 0, 6, 1)]}
 
 
+# the pools' observables, by hand: a pool of 4 in blocks of 2; three sessions at 0 each observe the
+# holds waiting ahead of it (`queued`: 0, 1, 2: each joins behind the ones before), hold 1 unit (2 in
+# blocks) for a delay of 2 and cache 2 at the release. At 0 s0 and s1 are admitted (2 + 2 = 4), s2
+# waits; inside, s0 and s1 see 2 holders and 4 used. At 2 s0's timer fires first: s0 gives back, sees
+# `free` 2 (4 less s1's 2: its own cached 2 still counts as free) and its `cachedin` 2; then s2 is
+# admitted (evicting s0's entry: 4 + 2 > 4) and sees 2 holders (s1, s2) and 4 used; then s1 gives back
+# and sees `free` 2 (s2's 2 used, its own 2 cached) and `cachedin` 2. At 4 s2 gives back: `free` 4,
+# `cachedin` 2. Observation names: ahead 0, holding 1, taken 2, room 3, mine 4
+OBSERVABLES_SOURCE = ("fn main() {\n  stage model : delay;\n  pool kv { cap 4; block 2; }\n  workload { arrive batch(3); }\n"
+                      "  server {\n    observe ahead = queued(kv);\n    hold kv (cost(kv, 1)) {\n"
+                      "      observe holding = holders(kv);\n      observe taken = used(kv);\n      run model (cost(model, 2));\n"
+                      "    } cache (cost(kv, 2));\n    observe room = free(kv);\n    observe mine = cachedin(kv);\n  }\n}\n")
+OBSERVABLES_ANSWERS = {0: [(0, 1, 0, 2)], 1: [(1, 1, 0, 2)], 2: [(2, 1, 0, 4)]}
+OBSERVABLES_OBSERVATIONS = {
+    0: [(0, 1, 0, 0, 0), (0, 1, 1, 0, 2), (0, 1, 2, 0, 4), (0, 1, 3, 2, 2), (0, 1, 4, 2, 2)],
+    1: [(1, 1, 0, 0, 1), (1, 1, 1, 0, 2), (1, 1, 2, 0, 4), (1, 1, 3, 2, 2), (1, 1, 4, 2, 2)],
+    2: [(2, 1, 0, 0, 2), (2, 1, 1, 2, 2), (2, 1, 2, 2, 4), (2, 1, 3, 4, 4), (2, 1, 4, 4, 2)],
+}
+
+
+# one step engine, vLLM's default schedule: tokens cap 4, each at most 3, an iteration lasting
+# 1 + floor(tokens / 4), two request slots; three sessions each prefill 5 then decode 2. At 0 s0 and s1
+# are admitted (s2 waits: two slots): s0 gets 3, s1 the 1 left (0-2); at 2 s0 its last 2, s1 2 (2-4);
+# at 4 s0's prefill has sampled its first token and it decodes (1), s1 its last 2, 1 of the budget left
+# and no slot (4-5); at 5 both decode (5-6); at 6 s0's second decode token ends its turn, its slot
+# goes to s2, admitted in the iteration after s1's decode: 1 + 3 (6-8); then s2 alone: 2 (8-9), 1
+# (9-10), 1 (10-11). Per turn (serial, turn, first token, its iteration's start, the last's start),
+# and per iteration (start, tokens, prefilled, decoders, residents, demand, served, arrived):
+ENGINE_SOURCE = ("fn main() {\n  device gpu { }\n  engine llm on gpu {\n    reqs cap 2;\n    tokens cap 4;\n"
+                 "    request (p, o) {\n      prefill (p);\n      decode (o);\n    }\n    schedule {\n"
+                 "      advance running each at most (3);\n"
+                 "      admit waiting while (running.preempted == 0) each at most (3) taking reqs (1);\n    }\n"
+                 "    execute (1 + floor(batch.tokens / 4));\n  }\n  pool reqs on llm { queue fifo; }\n"
+                 "  workload { arrive batch(3); }\n  server { llm (5, 2); }\n}\n")
+ENGINE_ANSWERS = {0: [(0, 1, 0, 6)], 1: [(1, 1, 0, 8)], 2: [(2, 1, 0, 11)]}
+ENGINE_TOKENS = {0: [(0, 1, 4, 2, 5)], 1: [(1, 1, 5, 4, 6)], 2: [(2, 1, 9, 8, 10)]}
+ENGINE_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 5, 4, 3), (4, 3, 2, 1, 2, 3, 8, 3),
+                     (5, 2, 0, 2, 2, 2, 11, 3), (6, 4, 3, 1, 2, 4, 13, 3), (8, 2, 2, 0, 1, 2, 17, 3),
+                     (9, 1, 0, 1, 1, 1, 19, 3), (10, 1, 0, 1, 1, 1, 20, 3)]
+
+
+def _engine_program(folder: Path):
+    return _written(folder, "one_engine", ENGINE_SOURCE)
+
+
+def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded_run
+    _, program = _engine_program(tmp_path)
+    sessions, records = recorded_run(program, kernel_program(program, tmp_path))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == ENGINE_ANSWERS
+    assert {s: list(r.tokens) for s, r in enumerate(sessions)} == ENGINE_TOKENS
+    assert records == [tuple(ENGINE_ITERATIONS)]
+
+
+def test_kernel_export_of_an_engine(tmp_path):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _engine_program(tmp_path)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4))⟩]",
+                 "admitVia := [1]", ".step 0 false (.num 5)", ".step 0 true (.num 2)"):
+        assert term in r.output, term
+
+
+@pytest.mark.parametrize("schedule, what", [
+    ("advance running by (remaining);", "an `advance running` order on engine `llm`"),
+    ("exclusive prefill;", "`exclusive prefill` on engine `llm`"),
+])
+def test_kernel_lowering_refuses_an_engine_outside(tmp_path, schedule, what):
+    """(`serq lean export` says the engine model's refusal of a program with an engine outside both.)"""
+    from serq.errors import SerqError
+    from serq.leangen.kernel import kernel_program
+    _, program = _written(tmp_path, "p", ENGINE_SOURCE.replace("advance running each at most (3);", schedule))
+    with pytest.raises(SerqError, match=re.escape(f"p.sq:3:3: error: outside the Lean kernel fragment: {what}")):
+        kernel_program(program, tmp_path)
+
+
 def _written(folder: Path, name: str, source: str):
     """A hand-computed program written to `folder` as NAME.sq, and its IR."""
     f = folder / f"{name}.sq"
@@ -242,12 +323,15 @@ def _cache_program(folder: Path):
     return _written(folder, "prefix_cache_kernel", CACHE_SOURCE)
 
 
-def test_kernel_recorded_run_of_a_prefix_cache_is_the_hand_computed_one(tmp_path):
+@pytest.mark.parametrize("name, source, answers, observations", [
+    ("prefix_cache_kernel", CACHE_SOURCE, CACHE_ANSWERS, CACHE_OBSERVATIONS),
+    ("pool_observables", OBSERVABLES_SOURCE, OBSERVABLES_ANSWERS, OBSERVABLES_OBSERVATIONS)])
+def test_kernel_recorded_run_and_observations_are_the_hand_computed_ones(tmp_path, name, source, answers, observations):
     from serq.leangen.kernel import kernel_program, recorded
-    _, program = _cache_program(tmp_path)
+    _, program = _written(tmp_path, name, source)
     sessions = recorded(program, kernel_program(program, tmp_path))
-    assert {s: list(r.answers) for s, r in enumerate(sessions)} == CACHE_ANSWERS
-    assert {s: list(r.observations) for s, r in enumerate(sessions)} == CACHE_OBSERVATIONS
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == observations
 
 
 def test_kernel_export_of_a_prefix_cache(tmp_path):
@@ -259,6 +343,38 @@ def test_kernel_export_of_a_prefix_cache(tmp_path):
     assert r.exit_code == 0, r.output
     assert ".hold [⟨0, (.num 4), (.num 0), true, true⟩] none (some (.num 3)) [" in r.output
     assert "blocks := [1]" in r.output and "cachedAt := 0" in r.output
+
+
+def _observables_program(folder: Path):
+    return _written(folder, "pool_observables", OBSERVABLES_SOURCE)
+
+
+def test_kernel_export_of_pool_observables(tmp_path):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _observables_program(tmp_path)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    for term in (".observe 0 (.queued 0)", ".observe 1 (.holders 0)", ".observe 2 (.used 0)", ".observe 3 (.free 0)",
+                 ".observe 4 (.cachedIn 0)"):
+        assert term in r.output, term
+
+
+@pytest.mark.parametrize("old, new, where, what", [
+    ("cache (cost(kv, 2))", "cache (cost(kv, free(kv)))", "7:5", "`free(kv)` in a `cache` clause"),
+    ("arrive batch(3); }", "arrive batch(3); init { observe early = queued(kv); } }", "4:38", "`queued(kv)` in the `init` block"),
+])
+def test_kernel_export_refuses_a_pool_observable_in_a_cache_clause_or_init(tmp_path, old, new, where, what):
+    """The interpreter reads a `cache` amount between the releases of the hold's pools, and runs a
+    session's init as it arrives (a batch's all before any session's statements): outside."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _written(tmp_path, "p", OBSERVABLES_SOURCE.replace(old, new))
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 1, r.output
+    assert f"p.sq:{where}: error: outside the Lean kernel fragment: {what}" in r.output
 
 
 def _blocks_program(folder: Path):
@@ -418,7 +534,7 @@ def test_kernel_binops_are_the_irs():
     import typing
 
     from serq.leangen.kernel import BINOPS
-    text = (REPO / "lean" / "Serq" / "Kernel.lean").read_text()
+    text = (REPO / "lean" / "Serq" / "KernelMachine.lean").read_text()
     m = re.search(r"inductive BinOp where\n  \| (.*)\n", text)
     lean_ctors = [c.strip() for c in m.group(1).split("|")]
     ir_ops = [op for op in typing.get_args(ir.BinaryOp) if op != "div"]
@@ -429,30 +545,43 @@ def test_kernel_binops_are_the_irs():
 @pytest.mark.lean
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
-    ones: the two examples, the renewal program, the blocks-and-reserve program and the prefix-cache
-    program in one file (one Lean start-up, not five); the last one's observations too."""
+    ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
+    program and the pool-observables program in one file (one Lean start-up, not six); the last two's
+    observations too."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
     _, renewal = _renewal_program(tmp_path)
     _, blocks = _blocks_program(tmp_path)
     _, cache = _cache_program(tmp_path)
+    _, observables = _observables_program(tmp_path)
+    _, engine = _engine_program(tmp_path)
+    observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
             ("Renewal", renewal, tmp_path, RENEWAL_ANSWERS), ("Blocks", blocks, tmp_path, BLOCKS_ANSWERS),
-            ("Cache", cache, tmp_path, CACHE_ANSWERS)):
+            ("Cache", cache, tmp_path, CACHE_ANSWERS), ("Observables", observables, tmp_path, OBSERVABLES_ANSWERS),
+            ("Engine", engine, tmp_path, ENGINE_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
             f"theorem session_{s} : (getThread (runProgram program 1000).threads {s}).answers = "
             f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
             for s, turns in answers.items())
-        if name == "Cache":  # and what each admission consumed, as observed
+        if name in observed:  # and what the sessions observed
             theorems += "".join(
                 f"theorem observed_{s} : (getThread (runProgram program 1000).threads {s}).observations = "
                 f"[{', '.join(f'⟨{a}, {b}, {c}, {d}, {e}⟩' for a, b, c, d, e in reversed(obs))}] := by\n  decide +kernel\n\n"
-                for s, obs in CACHE_OBSERVATIONS.items())
+                for s, obs in observed[name].items())
+        if name == "Engine":  # and the turns' tokens and the engine's iterations
+            theorems += "".join(
+                f"theorem tokens_{s} : (getThread (runProgram program 1000).threads {s}).tokens = "
+                f"[{', '.join(f'⟨{a}, {b}, {c}, {d}, {e}⟩' for a, b, c, d, e in reversed(ts))}] := by\n  decide +kernel\n\n"
+                for s, ts in ENGINE_TOKENS.items())
+            theorems += ("theorem iterations : (getEngineState (runProgram program 1000).engines 0).records = "
+                         f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(ENGINE_ITERATIONS))}] := by\n"
+                         "  decide +kernel\n\n")
         text = text.replace(f"end {ns}", theorems + f"end {ns}")
         parts.append(text if not parts else text[text.index(f"namespace {ns}"):])
     f = tmp_path / "Examples.lean"

@@ -12,19 +12,25 @@ very `Serq.Kernel.agrees` the theorems state, and prints a verdict per case
 A line is whitespace-separated natural numbers (`serq.leangen.kernel_drt.encode_case` writes
 them), in prefix form:
 
-* case: `id fuel program sessions (answers (4 each) observations (5 each))*`, each list as its
-  length then its elements, newest first (as `Serq.Kernel.Expected`);
+* case: `id fuel program sessions (answers (4 each) observations (5 each) tokens (5 each))* stages
+  (iterations (8 each))*`, each list as its length then its elements, newest first (as
+  `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none);
 * program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
-  blocks cachedAt`, the stages as their count then each service (`0` delay, `1 c` fifo(c)), the caps as
+  blocks cachedAt engines admitVia`, the stages as their count then each service (`0` delay, `1 c`
+  fifo(c), `2 e` step engine e), the caps as
   their count then each, the pools' queue keys as their count then, per pool, its keys as a list
   of expressions (empty: `queue fifo`), the pools' blocks as their count then each (0: no block),
-  then the place of the attribute `cached`;
+  then the place of the attribute `cached`, the engines as their count then each one's `budget chunk
+  cost` expressions, the pools' admitting engines as their count then each (0: none, `s + 1`: stage s);
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses)ⁿ reuse cache body` hold (reuse and cache
-  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1), `9 pool` release;
+  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1), `9 pool` release, `10 stage decode w`
+  a run on an engine (decode 0 or 1);
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
-  in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited.
+  in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited,
+  and a pool's observable of pool `i`: `10 i` used, `11 i` free, `12 i` holders, `13 i` queued, `14 i` cachedin;
+  `15 i` an engine's context variable (`StageVar`).
 
 Every reader takes fuel (a bound on the tokens it reads) and fails (`none`) on anything else,
 so an unreadable line is a verdict of its own, never a wrong answer.
@@ -97,6 +103,12 @@ def readExpr : Nat → List Nat → Option (Expr × List Nat)
     | some (a, d :: r) => some (.floorDiv a d, r)
     | _ => none
   | _ + 1, 9 :: r => some (.waited, r)
+  | _ + 1, 10 :: i :: r => some (.used i, r)
+  | _ + 1, 11 :: i :: r => some (.free i, r)
+  | _ + 1, 12 :: i :: r => some (.holders i, r)
+  | _ + 1, 13 :: i :: r => some (.queued i, r)
+  | _ + 1, 14 :: i :: r => some (.cachedIn i, r)
+  | _ + 1, 15 :: i :: r => some (.stageVar i, r)
   | _, _ => none
 
 def flag (n : Nat) : Bool := n != 0
@@ -195,6 +207,12 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
       match r with
       | i :: r => rest (.release i) r
       | [] => none
+    | 10 =>
+      match r with
+      | st :: d :: r => match readExpr f r with
+        | some (w, r) => rest (.step st (flag d) w) r
+        | none => none
+      | _ => none
     | _ => none
   | _ + 1, _ + 1, [] => none
 
@@ -211,6 +229,10 @@ def readServices : Nat → List Nat → Option (List Service × List Nat)
   | n + 1, 1 :: c :: r =>
     match readServices n r with
     | some (ss, r) => some (.fifo c :: ss, r)
+    | none => none
+  | n + 1, 2 :: e :: r =>
+    match readServices n r with
+    | some (ss, r) => some (.step e :: ss, r)
     | none => none
   | _ + 1, _ => none
 
@@ -247,6 +269,24 @@ def readKeyLists : Nat → Nat → List Nat → Option (List (List Expr) × List
     | none => none
   | _ + 1, _ + 1, [] => none
 
+/-- `count` engines, each as its `budget chunk cost` expressions. -/
+def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
+  | 0, _, _ => none
+  | _ + 1, 0, r => some ([], r)
+  | f + 1, count + 1, r =>
+    match readExpr f r with
+    | some (b, r) =>
+      match readExpr f r with
+      | some (c, r) =>
+        match readExpr f r with
+        | some (x, r) =>
+          match readEngines f count r with
+          | some (es, r) => some (⟨b, c, x⟩ :: es, r)
+          | none => none
+        | none => none
+      | none => none
+    | none => none
+
 def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
   | attrs :: serialAt :: turnNoAt :: sessions :: gap :: r =>
     match readBlock f r with
@@ -264,9 +304,15 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
                 match readKeyLists f nk r with
                 | some (keys, nb :: r) =>
                   match readNats nb r with
-                  | some (blocks, cachedAt :: r) =>
-                    some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
-                      gap, blocks, cachedAt⟩, r)
+                  | some (blocks, cachedAt :: ne :: r) =>
+                    match readEngines f ne r with
+                    | some (engines, na :: r) =>
+                      match readNats na r with
+                      | some (admitVia, r) =>
+                        some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
+                          gap, blocks, cachedAt, engines, admitVia⟩, r)
+                      | none => none
+                    | _ => none
                   | _ => none
                 | _ => none
               | _ => none
@@ -293,18 +339,49 @@ def readObservations : Nat → List Nat → Option (List Observation × List Nat
     | none => none
   | _ + 1, _ => none
 
+def readTokens : Nat → List Nat → Option (List TurnTokens × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, a :: b :: c :: d :: e :: r =>
+    match readTokens n r with
+    | some (ts, r) => some (⟨a, b, c, d, e⟩ :: ts, r)
+    | none => none
+  | _ + 1, _ => none
+
 def readExpected : Nat → List Nat → Option (List Expected × List Nat)
   | 0, r => some ([], r)
   | n + 1, na :: r =>
     match readAnswers na r with
     | some (as, no :: r) =>
       match readObservations no r with
-      | some (os, r) =>
-        match readExpected n r with
-        | some (es, r) => some (⟨as, os⟩ :: es, r)
+      | some (os, nt :: r) =>
+        match readTokens nt r with
+        | some (ts, r) =>
+          match readExpected n r with
+          | some (es, r) => some (⟨as, os, ts⟩ :: es, r)
+          | none => none
         | none => none
-      | none => none
+      | _ => none
     | _ => none
+  | _ + 1, [] => none
+
+def readIterations : Nat → List Nat → Option (List Iteration × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, a :: b :: c :: d :: e :: g :: h :: i :: r =>
+    match readIterations n r with
+    | some (its, r) => some (⟨a, b, c, d, e, g, h, i⟩ :: its, r)
+    | none => none
+  | _ + 1, _ => none
+
+/-- `count` stages' iterations, each as its length then its iterations. -/
+def readRecords : Nat → List Nat → Option (List (List Iteration) × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, k :: r =>
+    match readIterations k r with
+    | some (its, r) =>
+      match readRecords n r with
+      | some (rs, r) => some (its :: rs, r)
+      | none => none
+    | none => none
   | _ + 1, [] => none
 
 def tokenCount : List Nat → Nat
@@ -320,7 +397,10 @@ def checkLine (line : String) : Option (Nat × Bool) :=
     match readProgram (tokenCount ts) r with
     | some (p, n :: r) =>
       match readExpected n r with
-      | some (es, []) => some (id, agrees p fuel es)
+      | some (es, ns :: r) =>
+        match readRecords ns r with
+        | some (rs, []) => some (id, agrees p fuel es rs)
+        | _ => none
       | _ => none
     | _ => none
   | _ => none

@@ -20,9 +20,10 @@ from serq.commandline import given_inputs, guarded, link_program, read_instance
               help="The run's open arrivals (a `renewal` workload's sessions), as `serq run --arrivals N`.")
 @click.option("--namespace", help="The Lean namespace (default: Serq.Programs.<file name>).")
 def export(file, extra, sets, instance, arrivals, namespace) -> None:
-    """Print FILE as a Lean module: a program with a step engine as the engine model's value
-    (Serq.Exec), any other as its kernel IR's (Serq.Kernel); refuse, with the construct's
-    location, a program outside both fragments."""
+    """Print FILE as a Lean module: a program with a step engine that is vLLM's settings as the
+    engine model's value (Serq.Exec), any other as its kernel IR's (Serq.Kernel); refuse, with the
+    construct's location, a program outside both fragments (with a step engine, the engine model's
+    refusal)."""
     @guarded
     def body() -> None:
         # the flag is a setting as `serq run`'s is: over the instance file's, and checked the same way
@@ -30,11 +31,18 @@ def export(file, extra, sets, instance, arrivals, namespace) -> None:
         stem = re.sub(r"[^A-Za-z0-9_]", "_", Path(file).stem)
         ns = namespace or f"Serq.Programs.{stem}"
         base = Path(file).parent
+        from serq.leangen.kernel import kernel_program, render_kernel_module
         if any(s.service.kind == "step" for s in program.stages):
+            from serq.errors import SerqError
             from serq.leangen.fragment import fragment, render_program
-            text = render_program(fragment(program, base), ns)
+            try:  # the engine model's settings when the program is vLLM's, else its kernel IR
+                text = render_program(fragment(program, base), ns)
+            except SerqError as engine_model_refused:
+                try:
+                    text = render_kernel_module(kernel_program(program, base), ns)
+                except SerqError:
+                    raise engine_model_refused from None
         else:
-            from serq.leangen.kernel import kernel_program, render_kernel_module
             text = render_kernel_module(kernel_program(program, base), ns)
         click.echo(text, nl=False)
 

@@ -9,9 +9,13 @@ observations it made, in the form of `Serq.Kernel.Expected`.
 
 The fragment (docs/lean.md, "The kernel fragment"): natural numbers; constants, attributes, `now`,
 `!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)` and `a % d` for a
-positive constant `d`; the statements turn, set, observe, branch, while, loop, end, run on a
-delay or a fifo(c) stage, hold on pools of a finite cap with a `queue fifo` or `queue by`
-(keys over the attributes, `now` and `waited`) and release inside such a hold; `arrive batch(N)`.
+positive constant `d`, the pools' observables `used`, `free`, `holders`, `queued` and `cachedin`
+(anywhere but in the `init` block and a `cache` clause); the statements turn, set, observe, branch,
+while, loop, end, run on a delay or a fifo(c) stage, hold on pools of a finite cap with a `queue fifo` or `queue by`
+(keys over the attributes, `now` and `waited`) and release inside such a hold; `arrive batch(N)`;
+step engines with vLLM's default schedule (`tokens cap`, `each at most` and `execute` over the
+engine's context variables, `run S prefill|decode (w)` without a growing pool, and `pool reqs on S`
+admitted by the engine's `admit waiting`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import environment, outside
-from serq.link.linker import fold
+from serq.link.fold import fold
 
 #: The IR's binary operators as Lean's `Serq.Kernel.BinOp` names them (`div` is `floorDiv` only).
 BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "ne": "ne", "lt": "lt",
@@ -32,10 +36,30 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
 #: The kernel fragment's statements, by IR kind.
 STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release")
 
+#: The pools' observables the machine's pool state answers, as `Serq.Kernel.Expr` names them.
+POOL_OBSERVABLES = {"used": "used", "free": "free", "holders": "holders", "queued": "queued", "cachedin": "cachedIn"}
+
+#: Where the fragment reads no pool's state, and why: the interpreter reads it at a moment the
+#: kernel's machine has no counterpart of.
+INIT_READS = ("in the `init` block: the interpreter runs every session's init as the session arrives "
+              "(`Engine.arrive`), a batch's all before any session's statements")
+CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the release of the first pool that "
+               "caches, after the hold's pools before it were given back (`Engine.release_frame`)")
+
 #: What the next increments of issue 13 bring (said when a program needs it).
-_LATER = ("the kernel fragment has delay and fifo(c) stages and holds on pools of a cap (blocks, reserves, "
-          "the prefix cache with `evict lru`) so far (growth, preemption, `evict by`, leases and step engines "
-          "come next)")
+_LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
+          "the prefix cache with `evict lru`, the pools' observables but `blocksize`) and step engines with "
+          "vLLM's default schedule and no KV pool so far (growth, preemption, `evict by`, leases, `blocksize`, "
+          "the stages' observables, serve orders, `only`, `exclusive prefill`, iteration bodies and an engine's "
+          "memory come next)")
+
+#: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
+#: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py; the KV and attention sums
+#: come with an engine's memory).
+STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4}
+_CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
+                "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
+                "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds")}
 
 
 @dataclass(frozen=True)
@@ -60,7 +84,7 @@ class KernelProgram:
     attributes: list[str]
     observes: list[str]  # the observe names, by first appearance: Lean's observation names are indices
     stages: list[str]
-    services: list[tuple]  # per stage: ("delay",) or ("fifo", c)
+    services: list[tuple]  # per stage: ("delay",), ("fifo", c) or ("step", e): engine e of `engines`
     pools: list[str]
     caps: list[int]
     blocks: list[int]  # per pool: its `block b`, 0 without one (units and reserves in whole blocks)
@@ -74,6 +98,8 @@ class KernelProgram:
     server: list[LStmt]
     sessions: int
     gap: int = 0  # `arrive renewal(gap)`: session k arrives at (k + 1) * gap; 0: `arrive batch(N)`, all at 0
+    engines: list[tuple[LExpr, LExpr, LExpr]] = field(default_factory=list)  # (tokens cap, each at most, execute)
+    admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -97,6 +123,11 @@ class _Lowering:
         self.pools = [m.name for m in program.pools]
         self.observes: list[str] = []
         self.waited_readable = False  # lowering a queue key, which may read `waited`
+        # where the expression being lowered stands, when it may read no pool's state there (None: it may)
+        self.pool_state_refused: str | None = None
+        # lowering an engine's clause: the clause's name (its context variables readable, no attribute)
+        self.engine_clause: str | None = None
+        self.engines: list[tuple[LExpr, LExpr, LExpr]] = []
 
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
@@ -104,6 +135,7 @@ class _Lowering:
         blocks = [pool.block or 0 for pool in p.pools]
         queue_keys = [self.queue_keys(pool) for pool in p.pools]
         services = [self.service(stage) for stage in p.stages]
+        admit_via = [0 if pool.admit_via is None else self.stages.index(pool.admit_via) + 1 for pool in p.pools]
         for gauge in p.gauges:
             raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
         w = p.workload
@@ -118,8 +150,10 @@ class _Lowering:
             pools=self.pools, caps=caps, blocks=blocks, queue_keys=queue_keys,
             cached_at=self.attr_at.get("cached", len(self.attrs)),
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
-            init=self.block(w.init), turn_block=self.block(w.turn), session=self.block(w.session),
-            server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "")
+            init=self.refusing_pool_state(INIT_READS, self.block, w.init), turn_block=self.block(w.turn),
+            session=self.block(w.session),
+            server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
+            admit_via=admit_via)
 
     def arrivals(self, arrival: ir.Arrival) -> tuple[int, int]:
         """The sessions and the gap between arrivals: `batch(N)` (N, 0), or `renewal(g)` with a constant
@@ -143,7 +177,8 @@ class _Lowering:
 
     def pool(self, pool: ir.Pool) -> int:
         """A pool's cap, when the pool is in the fragment: one member, a finite whole cap (a `block`
-        of whole units is read by `program`), no preemption, no engine that admits it."""
+        of whole units is read by `program`), no preemption, no engine's memory (an engine that admits
+        it is read by `program`)."""
         where = pool.at, self.base
         if pool.count != 1:
             raise _outside(f"pool family `{pool.name}[{pool.count}]`: the fragment indexes no member", *where)
@@ -153,7 +188,7 @@ class _Lowering:
                            *where)
         for present, what in ((pool.preempt.kind != "none", "preemption"), (pool.reserve_held, "`reserve held`"),
                               (pool.spill is not None, "`spill`"), (pool.evict.kind != "lru", "`evict by`"),
-                              (pool.admit_via is not None or pool.memory_of is not None, "an engine's pool")):
+                              (pool.memory_of is not None, "an engine's memory")):
             if present:
                 raise _outside(f"{what} on pool `{pool.name}`: {_LATER}", *where)
         return cap
@@ -177,7 +212,33 @@ class _Lowering:
             return ("fifo", svc.servers)
         if isinstance(svc, ir.Ps) and isinstance(svc.capacity, ir.Ctx) and svc.capacity.var == "present":
             return ("delay",)
+        if isinstance(svc, ir.Step):
+            return self.engine(stage, svc)
         raise _outside(f"stage `{stage.name}` is `{_service_name(svc)}`: {_LATER}", stage.at, self.base)
+
+    def engine(self, stage: ir.Stage, svc: ir.Step) -> tuple:
+        """A step engine under vLLM's default schedule (`advance running; admit waiting while
+        (running.preempted == 0);`: no serve keys, no iteration body), its clauses lowered."""
+        where = stage.at, self.base
+        for present, what in ((svc.granule is not None, "a prefill granule"),
+                              (svc.serve.kind == "exclusive_prefill", "`exclusive prefill`"),
+                              (svc.serve.kind == "by" and bool(svc.serve.keys), "an `advance running` order"),
+                              (svc.iteration is not None, "a schedule other than vLLM's (`only`, a branch, a set)"),
+                              (bool(svc.registers), "registers")):
+            if present:
+                raise _outside(f"{what} on engine `{stage.name}`: {_LATER}", *where)
+        if isinstance(svc.budget, ir.Inf):
+            raise _outside(f"`tokens cap inf` on engine `{stage.name}`: the fragment's budgets are whole numbers",
+                           *where)
+        clauses = []
+        for name, e in (("tokens cap", svc.budget), ("each at most", svc.chunk), ("execute", svc.cost)):
+            self.engine_clause = name
+            try:
+                clauses.append(self.refusing_pool_state(f"in an engine's `{name}`", self.expr, e, stage.at))
+            finally:
+                self.engine_clause = None
+        self.engines.append(tuple(clauses))
+        return ("step", len(self.engines) - 1)
 
     def block(self, body: list) -> list[LStmt]:
         return [self.stmt(s) for s in body]
@@ -209,21 +270,35 @@ class _Lowering:
                 raise _outside(f"an indexed release of `{s.pool.pool}`", s.at, self.base)
             return LStmt("release", (self.pools.index(s.pool.pool),))
         # run
-        if len(s.stages) != 1 or s.mode is not None or s.growing is not None:
-            raise _outside("a run of the fragment names one delay or fifo stage", s.at, self.base)
+        if len(s.stages) != 1:
+            raise _outside("a run of the fragment names one stage", s.at, self.base)
         ref = s.stages[0]
         if ref.index is not None:
             raise _outside(f"an indexed run on `{ref.stage}`", s.at, self.base)
-        return LStmt("run", (self.stages.index(ref.stage), self.expr(self.cost(s.work, ref.stage, s.at), s.at)))
+        stage = self.stages.index(ref.stage)
+        work = self.expr(self.cost(s.work, ref.stage, s.at), s.at)
+        on_engine = isinstance(self.p.stages[stage].service, ir.Step)
+        if s.mode is None and not on_engine:
+            return LStmt("run", (stage, work))
+        if s.mode is None or not on_engine:
+            raise _outside(f"a run on `{ref.stage}`: a `prefill` or `decode` run is on a step engine, and a run on "
+                           "a step engine is one of them", s.at, self.base)
+        if s.growing is not None:
+            raise _outside(f"a run growing `{s.growing.pool}`: {_LATER}", s.at, self.base)
+        return LStmt("step", (stage, s.mode == "decode", work))
 
     def hold(self, s: ir.HoldStmt) -> LStmt:
         if s.lease is not None:
             raise _outside(f"a hold with `lease`: {_LATER}", s.at, self.base)
         names = [hp.pool.pool for hp in s.pools]
-        cache_pools = ir.clause_pools(s.cache, names)
-        reuse_pools = ir.clause_pools(s.reuse, names) if s.reuse is not None else cache_pools
+        # a pool an engine admits holds request slots, not a prefix: it takes no part in the prefix cache
+        # (serq/sim/build.py)
+        slots = {pool.name for pool in self.p.pools if pool.admit_via is not None}
+        cache_pools = ir.clause_pools(s.cache, names) - slots
+        reuse_pools = (ir.clause_pools(s.reuse, names) if s.reuse is not None else ir.clause_pools(s.cache, names)) - slots
         reuse = None if s.reuse is None else self.expr(_clause_arg(s.reuse), s.at)
-        cache = None if s.cache is None else self.expr(_clause_arg(s.cache), s.at)
+        cache = (None if s.cache is None
+                 else self.refusing_pool_state(CACHE_READS, self.expr, _clause_arg(s.cache), s.at))
         on = []
         for hp in s.pools:
             if hp.pool.index is not None:
@@ -234,6 +309,14 @@ class _Lowering:
             on.append((self.pools.index(name), self.expr(self.cost(hp.units, name, s.at), s.at), reserve,
                        s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools))
         return LStmt("hold", (tuple(on), reuse, cache), (tuple(self.block(s.body)),))
+
+    def refusing_pool_state(self, where: str, lower, *args):
+        """`lower(*args)`, refusing a pool's observable in it as standing `where`."""
+        self.pool_state_refused = where
+        try:
+            return lower(*args)
+        finally:
+            self.pool_state_refused = None
 
     def cost(self, e, resource: str, at):
         """A run's work or a hold's units without its `cost(resource, …)` (the fragment's units are
@@ -257,13 +340,19 @@ class _Lowering:
                 raise _outside(f"the number {v}: the fragment computes over the natural numbers", at, self.base)
             return LExpr("num", (v,))
         if k == "attr":
+            if self.engine_clause is not None:
+                raise _outside(f"the attribute `{e.name}` in an engine's `{self.engine_clause}`: it reads no session",
+                               at, self.base)
             return LExpr("attr", (self.attribute(e.name, at),))
         if k == "ctx":
             if e.var == "waited" and self.waited_readable:
                 return LExpr("waited")
+            if self.engine_clause is not None and e.var in _CLAUSE_VARS[self.engine_clause]:
+                return LExpr("stageVar", (STAGE_VARS[e.var],))
             if e.var != "now":
-                raise _outside(f"the context variable `{e.var}`: the fragment reads `now` (and `waited` in a "
-                               "queue key) only", at, self.base)
+                raise _outside(f"the context variable `{e.var}`: the fragment reads `now` (`waited` in a queue "
+                               "key, and an engine's clause some of the engine's: `Serq.Kernel.StageVar`) only", at,
+                               self.base)
             return LExpr("now")
         if k == "unary":
             if e.op != "not":
@@ -293,7 +382,23 @@ class _Lowering:
             raise _outside(f"`{e.fn}(…)`: the fragment's functions are min, max and floor(a / d)", at, self.base)
         if k == "draw":
             raise _outside(f"a draw `~{e.dist}(…)`: the fragment's programs are deterministic", at, self.base)
+        if k == "pool_obs":
+            return self.pool_observable(e, at)
         raise _outside(f"the expression `{k}`: {_LATER}", at, self.base)
+
+    def pool_observable(self, e: ir.PoolObs, at) -> LExpr:
+        """`used`, `free`, `holders`, `queued` or `cachedin` of a pool, read from the machine's pools
+        (`Serq.Kernel.eval`)."""
+        name = e.pool.pool
+        if e.pool.index is not None:
+            raise _outside(f"an indexed `{e.fn}({name}[…])`: the fragment indexes no member", at, self.base)
+        if e.fn not in POOL_OBSERVABLES:
+            # a constant, but one the interpreter counts as state: units that read it are judged at every
+            # try, not at the join (`is_static`), which a number in their place would change
+            raise _outside(f"`{e.fn}({name})`: {_LATER}", at, self.base)
+        if self.pool_state_refused is not None:
+            raise _outside(f"`{e.fn}({name})` {self.pool_state_refused}", at, self.base)
+        return LExpr(POOL_OBSERVABLES[e.fn], (self.pools.index(name),))
 
     def divisor(self, e, at) -> int:
         if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
@@ -324,6 +429,8 @@ def lean_expr(e: LExpr) -> str:
         return f"(.attr {a[0]})"
     if c in ("now", "waited"):
         return f".{c}"
+    if c in POOL_OBSERVABLES.values() or c == "stageVar":
+        return f"(.{c} {a[0]})"
     if c == "not":
         return f"(.not {lean_expr(a[0])})"
     if c == "bin":
@@ -353,6 +460,8 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
         return f".release {a[0]}"
     if c in ("set", "observe", "run"):
         return f".{c} {a[0]} {lean_expr(a[1])}"
+    if c == "step":
+        return f".step {a[0]} {_lean_bool(a[1])} {lean_expr(a[2])}"
     if c == "hold":
         on = ", ".join(f"⟨{pool}, {lean_expr(units)}, {lean_expr(reserve)}, {_lean_bool(caches)}, {_lean_bool(reuses)}⟩"
                        for pool, units, reserve, caches, reuses in a[0])
@@ -381,23 +490,36 @@ def lean_queue_keys(kp: KernelProgram) -> str:
 
 def lean_services(kp: KernelProgram) -> str:
     """The program's stages as a Lean `List Service`."""
-    return "[" + ", ".join(".delay" if s[0] == "delay" else f"(.fifo {s[1]})" for s in kp.services) + "]"
+    return "[" + ", ".join(".delay" if s[0] == "delay" else f"(.{s[0]} {s[1]})" for s in kp.services) + "]"
+
+
+def lean_engines(kp: KernelProgram) -> str:
+    """The program's engines' clauses as a Lean `List Engine`."""
+    return "[" + ", ".join("⟨" + ", ".join(lean_expr(c) for c in clauses) + "⟩" for clauses in kp.engines) + "]"
 
 
 def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
     return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block,
                                                                        services=lean_services,
-                                                                       queue_keys=lean_queue_keys)
+                                                                       queue_keys=lean_queue_keys,
+                                                                       engines=lean_engines)
 
 
 # ------------------------------------------------------------------ what the interpreter recorded
 @dataclass(frozen=True)
 class SessionRecord:
-    """One session's `Serq.Kernel.Expected`: answers (serial, turn, start, answered) and observations
-    (serial, turn, name index, time, value), each in the order made."""
+    """One session's `Serq.Kernel.Expected`: answers (serial, turn, start, answered), observations
+    (serial, turn, name index, time, value) and, of the answered turns an engine gave a token, the tokens
+    (serial, turn, first token's time, its iteration's start, the last token's iteration's start), each in
+    the order made."""
 
     answers: tuple[tuple[int, int, int, int], ...]
     observations: tuple[tuple[int, int, int, int, int], ...]
+    tokens: tuple[tuple[int, int, int, int, int], ...] = ()
+
+
+#: An engine iteration's record as `Serq.Kernel.Iteration` has it: the interpreter's IterationRecord fields.
+ITERATION_FIELDS = ("start", "tokens", "prefilled", "decoders", "residents", "demand", "served", "arrived")
 
 
 class NotNatural(ValueError):
@@ -415,18 +537,34 @@ def _nat(v) -> int:
 def recorded(program: ir.Program, kp: KernelProgram, base: Path | None = None) -> list[SessionRecord]:
     """Run the program with the reference interpreter: per session (serial 0 first) what it answered
     and observed. Raises NotNatural when a recorded value is not a natural number."""
+    return recorded_run(program, kp, base)[0]
+
+
+def recorded_run(program: ir.Program, kp: KernelProgram,
+                 base: Path | None = None) -> tuple[list[SessionRecord], list[tuple[tuple[int, ...], ...]]]:
+    """`recorded`, and per stage the iterations its engine ran (`ITERATION_FIELDS` each, in the order
+    run; none for a stage that is no engine)."""
     from serq.sim.engine import Engine
     E = Engine(program, seed=program.settings.seed, horizon=math.inf, warmup=0.0,
                arrivals=kp.sessions if kp.gap else None,
                base_dir=str(base) if base is not None else None, log_turns=True)
+    for st in E.step_stages:
+        st.records = []
     E.run()
     n = kp.sessions
     answers: list[list] = [[] for _ in range(n)]
     observations: list[list] = [[] for _ in range(n)]
+    tokens: list[list] = [[] for _ in range(n)]
     for (serial, turn), o in sorted(E.turn_log.items()):
         if o[6] == "answered":
             answers[serial].append((serial, turn + 1, _nat(o[7]), _nat(o[5])))
+            if o[4] is not None:  # (first_start, last_start, …, first_token): a turn an engine gave a token
+                tokens[serial].append((serial, turn + 1, _nat(o[4]), _nat(o[0]), _nat(o[1])))
     name_at = {name: i for i, name in enumerate(kp.observes)}
     for serial, turn, idx, time, value in E.observe_log:
         observations[serial].append((serial, turn, name_at[E.observe_names[idx]], _nat(time), _nat(value)))
-    return [SessionRecord(tuple(a), tuple(o)) for a, o in zip(answers, observations)]
+    sessions = [SessionRecord(tuple(a), tuple(o), tuple(t)) for a, o, t in zip(answers, observations, tokens)]
+    members = {name: ms[0] for name, ms in E.stage_members.items()}
+    records = [tuple(tuple(_nat(getattr(r, f)) for f in ITERATION_FIELDS) for r in (members[s].records or ()))
+               if kp.services[i][0] == "step" else () for i, s in enumerate(kp.stages)]
+    return sessions, records

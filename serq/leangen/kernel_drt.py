@@ -16,8 +16,8 @@ from pathlib import Path
 
 from serq.ir import models as ir
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
-from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_queue_keys,
-                                 lean_services, recorded)
+from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_engines,
+                                 lean_queue_keys, lean_services, recorded_run)
 
 #: The fuel of every case: a bound on the statements one block runs, loop rounds included. The
 #: kernel's cost is the statements actually run, not the fuel; a case that needs more fails (its
@@ -37,20 +37,28 @@ class KernelCase:
 class KernelObserved:
     value: KernelProgram
     sessions: tuple[SessionRecord, ...]
+    records: tuple[tuple[tuple[int, ...], ...], ...] = ()  # per stage, its engine's iterations (none: no engine)
 
 
 def observe_kernel(case: KernelCase) -> KernelObserved:
     """The case's Lean value and what the reference interpreter recorded of its run."""
     value = kernel_program(case.program, Path("."))
-    return KernelObserved(value, tuple(recorded(case.program, value)))
+    sessions, records = recorded_run(case.program, value)
+    return KernelObserved(value, tuple(sessions), tuple(records))
 
 
 def render_kernel_batch(items: list[tuple[int, KernelCase, KernelObserved]], title: str) -> str:
     from serq.leangen.fragment import environment
-    cases = [{"ident": case_ident(i), "program": obs.value, "expected": obs.sessions, "fuel": KERNEL_FUEL}
-             for i, _, obs in items]
+    cases = [{"ident": case_ident(i), "program": obs.value, "expected": obs.sessions, "fuel": KERNEL_FUEL,
+              "records": _stage_records(obs)} for i, _, obs in items]
     return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block,
-                                                                   services=lean_services, queue_keys=lean_queue_keys)
+                                                                   services=lean_services, queue_keys=lean_queue_keys,
+                                                                   engines=lean_engines)
+
+
+def _stage_records(observed: KernelObserved) -> tuple:
+    """Per stage, its engine's iterations (none for every stage when none were recorded)."""
+    return observed.records or tuple(() for _ in observed.value.services)
 
 
 def check_kernel_in_lean(items: list[tuple[int, KernelCase, KernelObserved]], **options) -> list[Divergence]:
@@ -71,9 +79,10 @@ def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: 
 #: `Serq.Kernel.BinOp`'s constructors in order: a binary operator's number on a case line.
 _OPCODES = tuple(BINOPS.values())
 _EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min": 6, "max": 7, "floorDiv": 8,
-              "waited": 9}
+              "waited": 9, "used": 10, "free": 11, "holders": 12, "queued": 13, "cachedIn": 14, "stageVar": 15}
 _STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7,
-              "hold": 8, "release": 9}
+              "hold": 8, "release": 9, "step": 10}
+_SERVICE_TAGS = {"delay": 0, "fifo": 1, "step": 2}
 
 
 def _expr_tokens(e, out: list) -> None:
@@ -110,8 +119,8 @@ def _block_tokens(block, out: list) -> None:
             _block_tokens(s.blocks[0], out)
             continue
         for a in s.args:
-            if isinstance(a, int):
-                out.append(a)
+            if isinstance(a, int):  # (a bool, a run on an engine's `decode`, is 0 or 1)
+                out.append(int(a))
             else:
                 _expr_tokens(a, out)
         for b in s.blocks:
@@ -126,7 +135,7 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
         _block_tokens(block, out)
     out.append(len(p.services))
     for svc in p.services:
-        out.extend((0,) if svc[0] == "delay" else (1, svc[1]))
+        out.extend((_SERVICE_TAGS[svc[0]], *svc[1:]))
     out.append(len(p.caps))
     out.extend(p.caps)
     out.append(len(p.queue_keys))
@@ -137,20 +146,30 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.append(len(p.blocks))
     out.extend(p.blocks)
     out.append(p.cached_at)
+    out.append(len(p.engines))
+    for clauses in p.engines:
+        for c in clauses:
+            _expr_tokens(c, out)
+    out.append(len(p.admit_via))
+    out.extend(p.admit_via)
     out.append(len(observed.sessions))
     for s in observed.sessions:
-        out.append(len(s.answers))
-        for a in reversed(s.answers):  # newest first, as Serq.Kernel keeps them
-            out.extend(a)
-        out.append(len(s.observations))
-        for o in reversed(s.observations):
-            out.extend(o)
+        for made in (s.answers, s.observations, s.tokens):
+            out.append(len(made))
+            for x in reversed(made):  # newest first, as Serq.Kernel keeps them
+                out.extend(x)
+    records = _stage_records(observed)
+    out.append(len(records))
+    for rs in records:
+        out.append(len(rs))
+        for r in reversed(rs):
+            out.extend(r)
     return " ".join(map(str, out))
 
 
 #: The modules whose definitions the compiled driver declares again (in this order), and where each
 #: one's executable part ends (its theorems follow).
-DRIVER_MODULES = (("Kernel.lean", "/-! ## Facts every program of the fragment has -/"), ("KernelCodec.lean", None))
+DRIVER_MODULES = (("KernelMachine.lean", None), ("Kernel.lean", None), ("KernelCodec.lean", None))
 
 
 def driver_semantics(root: Path | None = None) -> str:

@@ -13,7 +13,10 @@ The sessions meet at the fifo stage and in the pools' queues, and a hold's units
 its cap (refused) or reading `now` (judged at every try) happen on purpose; a pool in two has a
 block of 1 to 3 units, so units and reserves are rounded up (and entries evicted block by block); a hold in two caches a prefix (and
 may cap its reuse), so that a session's later holds consume what its earlier ones left, and
-entries are evicted, oldest first, when the pools fill.
+entries are evicted, oldest first, when the pools fill. The pools' observables (`used`, `free`,
+`holders`, `queued`, `cachedin`) are read in sets, observes, branch and while tests,
+works, hold units, `reuse` clauses and queue keys, and observed on their own inside holds, where
+the pools are busy.
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -50,6 +53,7 @@ CACHE = 6  # the most units a hold's release caches of a pool
 CAP = 1000  # the largest value a set or a work stores
 MAX_DEPTH = 3  # blocks nest at most this deep (the language allows 8)
 COMPARISONS = ["eq", "ne", "lt", "le", "gt", "ge"]
+POOL_OBSERVABLES = ["used", "free", "holders", "queued", "cachedin"]
 
 
 def _num(v: int) -> ir.Num:
@@ -207,7 +211,46 @@ def kernel_case(rng: random.Random) -> KernelCase:
         workload = program.workload.model_copy(update={"arrival": ir.Renewal(gap=_num(gap))})
         program = program.model_copy(update={"workload": workload, "settings": ir.Settings(arrivals=sessions)})
     _blocks_and_reserves(program, rng)
+    _pool_observables(program, rng)
+    _engine(program, rng)
     return KernelCase(program)
+
+
+ENGINE = "e"  # a step engine under vLLM's default schedule
+REQS = "reqs"  # the engine's request slots (`pool reqs on e`), admitted by its `admit waiting`
+ENGINE_WORK = 8  # the most tokens a run on the engine asks
+
+
+def _engine(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): a program in three has a step
+    engine, vLLM's default schedule, with a budget of 1 to 6 (or one that grows with its residents), a
+    chunk cap of none or 1 to 4, and an iteration cost of at least 1 over the batch; its request slots
+    `reqs` (cap 1 to 3) are admitted by the engine. The server runs a request on it at the top (three in
+    four through a hold of a slot: prefill, then a decode in two; else a bare run), the works read the
+    attributes, and a run of 0 tokens (which completes at once) happens on purpose."""
+    if rng.randrange(3):
+        return
+    running = lambda var: ir.Ctx(var=var)  # noqa: E731
+    budget = rng.choice([_num(rng.randint(1, 6)), _bin("add", _num(rng.randint(1, 3)), running("residents"))])
+    chunk = _num(rng.choice([0, 0, 1, 2, 3, 4]))
+    cost = rng.choice([_num(1), _num(2), _bin("add", _num(1), ir.Call(fn="floor", args=[
+        _bin("div", running("tokens"), _num(rng.randint(1, 4)))])),
+        ir.Call(fn="max", args=[_num(1), _bin("add", running("decoders"), running("waiting_holds"))]),
+        _bin("add", _num(1), running("prefilled"))])
+    program.stages.append(ir.Stage(name=ENGINE, service=ir.Step(budget=budget, cost=cost, chunk=chunk)))
+    program.pools.append(ir.Pool(name=REQS, cap=rng.randint(1, 3), admit_via=ENGINE))
+    readable = BUILTINS[2:] + SESSION_VALUES + SERVER_VALUES
+
+    def run(mode: str):
+        work = ir.Call(fn="min", args=[_bin("add", _num(rng.randint(0, 3)), ir.Call(fn="floor", args=[
+            _bin("div", ir.Attr(name=rng.choice(readable)), _num(rng.randint(1, 3)))])), _num(ENGINE_WORK)])
+        return ir.RunStmt(stages=[ir.StageRef(stage=ENGINE)], mode=mode, work=ir.CostOf(resources=[ENGINE], arg=work))
+
+    request = [run("prefill")] + ([run("decode")] if rng.randrange(2) else [])
+    if rng.randrange(4):
+        request = [ir.HoldStmt(pools=[ir.HoldPool(pool=ir.PoolRef(pool=REQS), units=ir.CostOf(
+            resources=[REQS], arg=_num(1)))], body=request)]
+    program.server[0:0] = request
 
 
 def _blocks_and_reserves(program: ir.Program, rng: random.Random) -> None:
@@ -237,6 +280,54 @@ def _blocks_and_reserves(program: ir.Program, rng: random.Random) -> None:
             resources=[first.name], arg=units))], body=list(program.server))
         _prefix_cache(hold, rng, observed=True)
         program.server[:] = [hold]
+
+
+def _pool_observables(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): a statement in three that reads an
+    expression reads a pool's observable there too (a set's value, an observe's, a branch's or a
+    while's test, a run's work, a hold's units on a pool, its `reuse` amount; never its `cache`
+    amount nor the `init` block, where the fragment refuses them), a hold in two observes one at the
+    top of its body (the pools are busiest there, and the hold just admitted), and a `queue by` pool
+    in three has one as its last key. Tests stay 0 or 1 and loops bounded: a test is and-ed (a while's) or or-ed with a
+    comparison."""
+    if not program.pools:
+        return
+    names = [pool.name for pool in program.pools]
+
+    def observable():
+        return ir.PoolObs(fn=rng.choice(POOL_OBSERVABLES), pool=ir.PoolRef(pool=rng.choice(names)))
+
+    def compared():
+        return _bin(rng.choice(COMPARISONS), observable(), _num(rng.randint(0, 6)))
+
+    def plus(bounded: ir.Call) -> None:  # `min(e, bound)` reads `min(e + observable, bound)`
+        bounded.args[0] = _bin("add", bounded.args[0], observable())
+
+    for pool in program.pools:
+        if isinstance(pool.queue, ir.QueueBy) and rng.randrange(3) == 0:
+            pool.queue.keys.append(observable())
+    w = program.workload
+    for stmt in list(ir.walk_stmts([*w.turn, *w.session, *program.server])):
+        if isinstance(stmt, ir.HoldStmt) and rng.randrange(2) == 0:
+            stmt.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=observable()))
+        if rng.randrange(3):
+            continue
+        if isinstance(stmt, ir.SetStmt) and isinstance(stmt.value, ir.Call):  # (a loop's counter is no call)
+            plus(stmt.value)
+        elif isinstance(stmt, ir.ObserveStmt):  # (what it observed still shows: a prefix cache's `cached`)
+            stmt.value = _bin("add", stmt.value, observable())
+        elif isinstance(stmt, ir.BranchStmt):
+            stmt.test = _bin("or", stmt.test, compared())
+        elif isinstance(stmt, ir.WhileStmt):
+            stmt.test = _bin("and", stmt.test, compared())
+        elif isinstance(stmt, ir.RunStmt) and isinstance(stmt.work.arg, ir.Call):  # (not a fixed early-release run)
+            plus(stmt.work.arg)
+        elif isinstance(stmt, ir.HoldStmt):
+            hp = rng.choice(stmt.pools)
+            if isinstance(hp.units.arg, ir.Call):
+                plus(hp.units.arg)
+            if stmt.reuse is not None:
+                stmt.reuse.arg = ir.Call(fn="min", args=[stmt.reuse.arg, observable()])
 
 
 def _read(rng: random.Random):

@@ -27,9 +27,10 @@ from helpers import REPO
 from kernel_strategies import kernel_case, kernel_cases
 from serq.ir import models as ir
 from serq.ir.validate import validate
-from serq.leangen.kernel import recorded
+from serq.leangen.kernel import recorded_run
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
                                      observe_kernel, run_compiled, write_kernel_reproducer)
+from serq.sim.compile import ProgramCompiler
 from serq.sim.engine import Engine
 from serq.sim.pools import PoolMember
 from serq.sim.stages import FifoStage
@@ -108,7 +109,7 @@ def _set_after_observe(body: list) -> list:
 def _by_rewriting(rewrite):
     """A planted bug in the program: the interpreter runs the rewritten program."""
     def wrong(case: KernelCase, right: KernelObserved) -> list:
-        return recorded(_rewritten(case.program, rewrite), right.value)
+        return recorded_run(_rewritten(case.program, rewrite), right.value)
     return wrong
 
 
@@ -196,11 +197,27 @@ def _evicts_from_the_head():
         yield
 
 
+@contextmanager
+def _free_counts_the_cache():
+    """A planted bug in the interpreter: `free(m)` takes the pool's cached entries off too, as if a
+    cache that gives way to any admission were not room."""
+    expr = ProgramCompiler.expr
+
+    def patched(self, e, env):
+        if e.kind == "pool_obs" and e.fn == "free":
+            m = self.member("pool", e.pool, env)
+            return f"({m}.cap - {m}.used - {m}.cached)"
+        return expr(self, e, env)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(ProgramCompiler, "expr", patched)
+        yield
+
+
 def _by_patching(patch):
     """A planted bug in the interpreter: the right program, run by a patched copy of the semantics."""
     def wrong(case: KernelCase, right: KernelObserved) -> list:
         with patch():
-            return recorded(case.program, right.value)
+            return recorded_run(case.program, right.value)
     return wrong
 
 
@@ -212,7 +229,7 @@ def _renewal_gap_one_longer(case: KernelCase, right: KernelObserved) -> list:
         gap = ir.Num(value=program.workload.arrival.gap.value + 1)
         workload = program.workload.model_copy(update={"arrival": ir.Renewal(gap=gap)})
         program = program.model_copy(update={"workload": workload})
-    return recorded(program, right.value)
+    return recorded_run(program, right.value)
 
 
 def _reserve_ignored(case: KernelCase, right: KernelObserved) -> list:
@@ -224,7 +241,17 @@ def _reserve_ignored(case: KernelCase, right: KernelObserved) -> list:
         if isinstance(stmt, ir.HoldStmt):
             for hp in stmt.pools:
                 hp.reserve = None
-    return recorded(program, right.value)
+    return recorded_run(program, right.value)
+
+
+def _chunk_ignored(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the engines: an engine's `each at most` is ignored (a prefill takes all the budget
+    it may; a program without an engine, or without a cap, is left as it is)."""
+    program = case.program.model_copy(deep=True)
+    for stage in program.stages:
+        if isinstance(stage.service, ir.Step):
+            stage.service.chunk = ir.Num(value=0)
+    return recorded_run(program, right.value)
 
 
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
@@ -235,7 +262,7 @@ def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     for stmt in ir.walk_stmts([*w.init, *w.turn, *w.session, *program.server]):
         if isinstance(stmt, ir.HoldStmt):
             stmt.reuse = None
-    return recorded(program, right.value)
+    return recorded_run(program, right.value)
 
 
 PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
@@ -248,7 +275,9 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "units_not_in_blocks": _by_patching(_units_not_in_blocks),
            "reserve_ignored": _reserve_ignored,
            "evicts_from_the_head": _by_patching(_evicts_from_the_head),
-           "reuse_unlimited": _reuse_unlimited}
+           "reuse_unlimited": _reuse_unlimited,
+           "free_counts_the_cache": _by_patching(_free_counts_the_cache),
+           "chunk_ignored": _chunk_ignored}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
@@ -259,9 +288,9 @@ def _planted_cases(bug: str, wanted: int = 8) -> list[tuple[int, KernelCase, Ker
     for seed in range(PLANTED_SEARCH):
         case = kernel_case(random.Random(seed))
         right = observe_kernel(case)
-        wrong = PLANTED[bug](case, right)
-        if tuple(wrong) != right.sessions:
-            found.append((len(found), case, KernelObserved(right.value, tuple(wrong))))
+        sessions, records = PLANTED[bug](case, right)
+        if (tuple(sessions), tuple(records)) != (right.sessions, right.records):
+            found.append((len(found), case, KernelObserved(right.value, tuple(sessions), tuple(records))))
             if len(found) == wanted:
                 return found
     raise AssertionError(f"only {len(found)} of the first {PLANTED_SEARCH} generated cases exercise "
@@ -307,6 +336,8 @@ def test_a_case_line_is_the_programs_tokens():
     for s in observed.sessions:
         tail += [len(s.answers), *[x for a in reversed(s.answers) for x in a]]
         tail += [len(s.observations), *[x for o in reversed(s.observations) for x in o]]
+        tail += [len(s.tokens), *[x for t in reversed(s.tokens) for x in t]]
+    tail += [len(p.services), *[0 for _ in p.services]]  # (no engine in this case: no iteration)
     assert line[len(line) - len(tail):] == [str(x) for x in tail]
 
 
