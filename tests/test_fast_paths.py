@@ -158,12 +158,18 @@ def test_turn_draws_across_blocks_and_later_turns(tmp_path):
 
 
 # ------------------------------------------------------------------ the engine's decode group
-def _vllm_variant(tmp_path, name: str, sessions: int, blocks: int, single: bool, cap: str = "B"):
+def _vllm_variant(tmp_path, name: str, sessions: int, blocks: int, single: bool, cap: str = "B",
+                  fractional_prompts: bool = False):
     """examples/multi-turn/vllm.sq under closed(sessions) arrivals, a KV of `blocks` blocks (small:
     preemptions; the prefix cache full: evictions at every growth), single-turn or multi-turn, with
-    `tokens cap` `cap` (a drawn one runs out among the decodes, whole or with a fraction left)."""
+    `tokens cap` `cap` (a drawn one runs out among the decodes, whole or with a fraction left);
+    `fractional_prompts`: prompts of any real size (prefill chunks, and so the batch's token sum,
+    with a fraction)."""
     from serq.link import link_file
     text = (EXAMPLES / "multi-turn" / "vllm.sq").read_text()
+    if fractional_prompts:
+        assert "Size n = floor(~uniform(50, 400));" in text
+        text = text.replace("Size n = floor(~uniform(50, 400));", "Size n = ~uniform(50, 400);")
     text = text.replace("arrive poisson(Lambda);", f"arrive closed({sessions});")
     text = text.replace("let max_seqs = 64;", f"let max_seqs = {sessions};")
     text = text.replace("tokens cap B;", f"tokens cap {cap};")
@@ -182,15 +188,16 @@ def _everything(result) -> tuple:
     return result.json(), samples
 
 
-@pytest.mark.parametrize("sessions,blocks,single,cap", [
-    (64, 6000, True, "B"), (64, 500, True, "B"), (48, 300, False, "B"), (128, 1500, False, "B"),
-    (16, 60, False, "B"), (64, 6000, False, "floor(~uniform(4, 96))"), (64, 400, False, "~uniform(4, 96)")])
-def test_the_decode_group_runs_what_the_walk_runs(tmp_path, monkeypatch, sessions, blocks, single, cap):
+@pytest.mark.parametrize("sessions,blocks,single,cap,fractional", [
+    (64, 6000, True, "B", False), (64, 500, True, "B", False), (48, 300, False, "B", False),
+    (128, 1500, False, "B", False), (16, 60, False, "B", False), (64, 6000, False, "floor(~uniform(4, 96))", False),
+    (64, 400, False, "~uniform(4, 96)", False), (64, 6000, False, "B", True), (48, 300, True, "B", True)])
+def test_the_decode_group_runs_what_the_walk_runs(tmp_path, monkeypatch, sessions, blocks, single, cap, fractional):
     """The decode group (serq/sim/decode_group.py) serves the decoding residents as a count and moves
-    them by the clock: every report and sample is the one-by-one walk's, preemptions, evictions and a
-    budget that runs out among the members included."""
+    them by the clock: every report and sample is the one-by-one walk's, preemptions, evictions, a
+    budget that runs out among the members and a batch's token sum with a fraction included."""
     from serq.sim import simulate, steps
-    prog = _vllm_variant(tmp_path, "v", sessions, blocks, single, cap)
+    prog = _vllm_variant(tmp_path, "v", sessions, blocks, single, cap, fractional)
     runs = []
     for grouped in (True, False):
         monkeypatch.setattr(steps, "DECODE_GROUPS", grouped)

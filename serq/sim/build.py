@@ -384,11 +384,12 @@ def _num(v):
 
 
 # ------------------------------------------------------------------ step stages
-_RUNNING = {"residents": "st.nres()", "decoders": "st.ndec()", "kv_decode": "st.kvd()", "kv_prefill": "st.kvp()",
-            "waiting_holds": "st.nwait()"}
+_RUNNING = {"residents": "float(len(st.res))", "decoders": "st.ndec()", "kv_decode": "st.kvd()",
+            "kv_prefill": "st.kvp()", "waiting_holds": "st.nwait()"}
 _PLANNED = {"tokens": "st.b_tok", "prefilled": "st.b_pre"}
-_BATCH = {"residents": "st.nres()", "waiting_holds": "st.nwait()", "tokens": "st.b_tok", "prefilled": "st.b_pre",
-          "decoders": "st.b_dec", "kv_decode": "st.b_kvd", "kv_prefill": "st.b_kvp", "attention": "st.b_att"}
+_BATCH = {"residents": "float(len(st.res))", "waiting_holds": "st.nwait()", "tokens": "st.b_tok",
+          "prefilled": "st.b_pre", "decoders": "st.b_dec", "kv_decode": "st.b_kvd", "kv_prefill": "st.b_kvp",
+          "attention": "st.b_att"}
 _CLAIM_CTX = {**_BATCH, "now": "E.now", "demand": "st.demand()", "served": "st.served_total",
               "arrived": "float(E.n_arrived)"}
 del _CLAIM_CTX["waiting_holds"]

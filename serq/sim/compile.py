@@ -56,6 +56,11 @@ class Env:
     regs: str | None = None  # the Python name of the step stage's registers (its own expressions)
     reg_stage: str | None = None  # the step stage those registers are of
     first: str | None = None  # a turn block's FirstTurns table (rng.py): its first turn's inline draws
+    # a turn block's key, as an expression: what a draw from the table of first turns computes when
+    # the table does not hold it; `key_read`: a draw read the key's variable itself (else the turn
+    # does not compute it: a session's first turn drawn from the table never needs it)
+    key_expr: str | None = None
+    key_read: bool = False
 
 
 
@@ -202,6 +207,8 @@ class ProgramCompiler:
         self.pending_functions: list = []
         self.mod.globals["_turn_key"] = engine.streams.turn_key_function()
         self._first_turns: str | None = None
+        # the turn being compiled is the session block's first statement (`_fi` is then the prologue's)
+        self._turn_after_prologue = False
 
     # ------------------------------------------------------------ references
     def _member_array(self, kind: str, name: str) -> str:
@@ -338,10 +345,14 @@ class ProgramCompiler:
                     ]
                     if env.first is not None:  # a first turn's uniform from the block when it holds it
                         k = self.mod.globals[env.first].site(c)
+                        mix[0] = f"_z = ({env.key_expr} + {c}) & {M64}"
                         mix = ["if _fi >= 0:", f"    _u = {env.first}.U[{k}][_fi]", "else:",
                                *("    " + line for line in mix)]
+                    else:
+                        env.key_read = True
                     env.hoist += [*mix, f"{t} = {-float(e.args[0].value)!r} * _log(1.0 - _u)"]
                     return t
+                env.key_read = True
                 return f"_sd_{e.dist}({key}, {j}, {', '.join(args)})"
             return f"{env.stream}.{e.dist}({', '.join(args)})"
         if k == "cost":
@@ -432,6 +443,7 @@ class ProgramCompiler:
         self.mod.emit(1, "if False:")
         self.mod.emit(2, "yield")
         ctx = _Ctx(side="session", stream="R" if draws else None, trace=trace)
+        self._turn_after_prologue = bool(body) and body[0].kind == "turn" and not trace
         self.block(body, ctx, 1)
         self.finish_thread(1, main=True)
         return _Late(name)
@@ -492,7 +504,10 @@ class ProgramCompiler:
             emit(ind, f"A[{s.name!r}] = {value}")
         elif k == "observe":
             idx = self.engine.observe_index(s.name)
-            emit(ind, f"E.observe({idx}, {value}, T)")
+            if self.engine.observe_log is None:  # (E.observe, written out: a call saved per observation)
+                emit(ind, f"E.observes[{idx}].record({value}, E.now, T.sess, E.warmup)")
+            else:
+                emit(ind, f"E.observe({idx}, {value}, T)")
         elif k == "turn":
             self.turn(ctx, ind)
         elif k == "run":
@@ -558,24 +573,35 @@ class ProgramCompiler:
         emit = self.mod.emit
         if ctx.side != "session":
             raise CompileError("`turn;` stands only in the session block")
+        after_prologue, self._turn_after_prologue = self._turn_after_prologue, False
         emit(ind, "S.turns += 1")
         emit(ind, "A['turn_no'] = S.turns + 0.0")
         if ctx.trace:
             emit(ind, "E.trace_turn(T)")
         turn_body = self.program.workload.turn
         stream = None
+        key_line = None
         if any(has_draw(s) for s in turn_body):
-            # the turn's key K(t) = B + t·δ, inline (rng.block_key)
-            emit(ind, f"_rk = (_tk + S.turns * {TURN_STRIDE}) & {M64}")
+            # the turn's key K(t) = B + t·δ, inline (rng.block_key); dropped below if no draw reads it
+            key_expr = f"((_tk + S.turns * {TURN_STRIDE}) & {M64})"
+            key_line = len(self.mod.lines)
+            emit(ind, f"_rk = {key_expr}")
             stream = "site:_rk"
         tctx = _Ctx(side="turn", stream=stream)
         tctx.env = self.stmt_env(stream)
         if stream is not None:  # _fi: the session's index in the block of first turns, or -1
             ft = tctx.env.first = self.first_turns()
-            emit(ind, f"_fi = S.serial - {ft}.lo if S.turns == 1 else -1")
-            emit(ind, f"if not 0 <= _fi < {ft}.n:")
-            emit(ind + 1, "_fi = -1")
+            tctx.env.key_expr = key_expr
+            # (the session's first turn, straight after the prologue, which ran at the same resumption:
+            # no other session moved the block since, and its _fi is this turn's)
+            if not after_prologue:
+                emit(ind, f"_fi = S.serial - {ft}.lo if S.turns == 1 else -1")
+                emit(ind, f"if not 0 <= _fi < {ft}.n:")
+                emit(ind + 1, "_fi = -1")
         self.block(turn_body, tctx, ind)
+        if key_line is not None and not tctx.env.key_read:
+            del self.mod.lines[key_line]
+            del self.mod.line_locs[key_line]
         emit(ind, "S.t0 = E.now")
         emit(ind, "S.in_turn = True")
         emit(ind, "E.turns_started += 1")

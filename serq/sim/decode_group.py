@@ -76,19 +76,13 @@ class DecodeGroup:
         the members `due` now (taken from `due_at`: the walk attends to them)."""
         for J in due:
             J.due = 0
-        if len(due) > 1:
+        if attn:
+            # (admission numbers are unique: one sort, of two runs, merges them)
+            due = attn + due
             due.sort(key=admission)
-        if not attn:
-            return due
-        out = []
-        i = 0
-        for J in due:
-            while i < len(attn) and attn[i].adm < J.adm:
-                out.append(attn[i])
-                i += 1
-            out.append(J)
-        out.extend(attn[i:])
-        return out
+        elif len(due) > 1:
+            due.sort(key=admission)
+        return due
 
 
 def services_left(J, pos: float, rem: float) -> float:
@@ -214,12 +208,18 @@ def serve_grouped(st) -> None:
     growing = None
     growths: list = []
     grown = 0.0
-    due = G.due_at.pop(clock, None)
+    due_at = G.due_at
+    due = due_at.pop(clock, None)
     visits = st.attn[:] if due is None else G.visits(st.attn, due)
     budget = st.budget
     append = st.batch.append
     n = 0.0  # decodes served since the batch's sums were last brought up to date (as the walk's)
     kvd = 0.0  # their kv shares, the members' excepted
+    # the batch's token sum holds a whole number: then a member's growth that waits with the others
+    # need not bring the sums up to date first (whole numbers add up exactly in any grouping; the
+    # decode and kv sums always hold whole numbers here); a fractional prefill chunk, served or
+    # given back, can end that
+    token_sum_whole = True
     ended = False
     for J in visits:
         if J.sched > 0.0 or J.gone:
@@ -252,39 +252,62 @@ def serve_grouped(st) -> None:
                     t = a.pos + behind + 1.0
                     bs = a.member.bs  # (a member's pool allocates whole blocks: up(x) is this)
                     kv = ceil(t / bs) * bs
-                    if t > a.units:
-                        st.budget = budget
-                        st.b_tok += n  # (st._add_decodes(n, kvd), written out)
-                        st.b_dec += n
-                        st.b_kvd += kvd
-                        n = kvd = 0.0
+                    units = a.units
+                    if t > units:
                         m = a.member
                         # (fits_growth, after the pending growths)
                         if (growing is m or (growing is None and m.batches_growths)) \
-                                and m.used + grown + (kv - a.units) <= m.cap:
+                                and m.used + grown + (kv - units) <= m.cap:
+                            if not token_sum_whole:  # (the sums take the one-by-one walk's additions)
+                                st.b_tok += n  # (st._add_decodes(n, kvd), written out)
+                                st.b_dec += n
+                                st.b_kvd += kvd
+                                n = kvd = 0.0
                             growing = m
-                            grown += kv - a.units
+                            grown += kv - units
                             growths.append((a, kv))
                         else:
+                            st.budget = budget
+                            st._add_decodes(n, kvd)
+                            n = kvd = 0.0
                             if growths:
                                 growing.grow_holds(growths)
                                 growing, growths, grown = None, [], 0.0
                             if m.preempt_by and m.fits_growth(a, kv):  # StepStage.grow when no one is preempted
                                 m.grows += 1
                                 m.grow_hold(a, kv)
-                            elif not st.grow(J, a, m, t, kv):
-                                budget = st.budget
-                                if st.stop_serve:
-                                    ended = True
-                                    break
-                                leave(st, J, True)  # its growth did not fit: not served, out of the group
-                                continue
                             else:
+                                ok = st.grow(J, a, m, t, kv)
                                 budget = st.budget
-                        units = kv
+                                token_sum_whole = st.b_tok % 1.0 == 0.0
+                                if not ok:
+                                    if st.stop_serve:
+                                        ended = True
+                                        break
+                                    leave(st, J, True)  # its growth did not fit: not served, out of the group
+                                    continue
+                        # its hold is now `kv`, the blocks covering t: its token passes it first
+                        left = kv - t
                     else:
-                        units = a.units
-                    _served(G, J, t, kv, units, rem, clock)
+                        left = ceil((t + 1.0) / bs) * bs
+                        if units < left:
+                            left = units
+                        left -= t
+                    # served: its kv share becomes `kv`, and its next visit is due, counted from the
+                    # iteration after this one, when a token crosses its allocation or its block or is
+                    # its last (services_left(J, t, rem - 1) and G.due, written out: a member is due
+                    # every block of tokens)
+                    G.kv += kv - J.kv
+                    J.kv = kv
+                    if rem - 2.0 < left:
+                        left = rem - 2.0
+                    at = clock + 1 + int(left)
+                    J.due = at
+                    members = due_at.get(at)
+                    if members is None:
+                        due_at[at] = [J]
+                    else:
+                        members.append(J)
                 budget -= 1.0
                 n += 1.0
                 G.mark = J.adm
@@ -306,6 +329,7 @@ def serve_grouped(st) -> None:
                         growing, growths, grown = None, [], 0.0
                     ok = st.grow(J, a, m, t, kv)
                     budget = st.budget
+                    token_sum_whole = st.b_tok % 1.0 == 0.0
                     if not ok:
                         if st.stop_serve:
                             ended = True
@@ -329,6 +353,7 @@ def serve_grouped(st) -> None:
             growing, growths, grown = None, [], 0.0
         st.serve_one(J)
         budget = st.budget
+        token_sum_whole = st.b_tok % 1.0 == 0.0
     if growths:
         growing.grow_holds(growths)
     if not ended:
@@ -350,23 +375,6 @@ def serve_grouped(st) -> None:
     st.b_kvd += G.kv
     G.kv_in = True
     G.mark = ALL_SERVED
-
-
-def _served(G, J, t: float, kv: float, units: float, rem: float, clock: int) -> None:
-    """A member due now is served (its token reaches position t; `rem`, its remaining before it) on
-    a hold of `units`, grown if it had to be: its kv share becomes `kv`, and its next visit is due,
-    counted from the iteration after this one, when a token crosses its allocation or its block or
-    is its last (services_left(J, t, rem - 1), written out)."""
-    G.kv += kv - J.kv
-    J.kv = kv
-    bs = J.alloc.member.bs
-    limit = ceil((t + 1.0) / bs) * bs
-    if units < limit:
-        limit = units
-    left = limit - t
-    if rem - 2.0 < left:
-        left = rem - 2.0
-    G.due(J, clock + 1 + int(left))
 
 
 def _budget_ends_among(st, i0: int, i1: int, budget: float, n: float, kvd: float):

@@ -1301,9 +1301,9 @@ class Engine:
         return self.t_live_sum - self.pre_sum + self.pre_live * self.t_measure
 
     def read_gauges(self) -> None:
-        now = self.now
         for g in self.gauges:
-            g.read(self, now)
+            if (v := float(g.fn(self))) != g.last:  # (most readings repeat the last: no call for them)
+                g.reading(v, self.now)
 
     def completions_of(self, stage) -> list:
         """The completion times of a fifo or delay stage's jobs in service."""

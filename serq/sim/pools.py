@@ -260,16 +260,18 @@ class PoolMember:
         now = self.E.now
         if now > self.t_last:
             self.touch(now)
+        used = self.used
         for a, new_units in growths:
+            units = a.units
             reserve = a.reserve
-            if reserve > a.units:
-                self.reserved_out -= reserve - a.units
-            self.used += new_units - a.units
+            if reserve > units:
+                self.reserved_out -= reserve - units
+            used += new_units - units
             a.units = new_units
             if reserve > new_units:
                 self.reserved_out += reserve - new_units
+        self.used = used
         self.grows += len(growths)
-        used = self.used
         if used > self.max_used:
             self.max_used = used
         if used + self.cached > self.cap and self.entries:

@@ -17,7 +17,7 @@ from heapq import heappop, heappush
 
 from serq.sim.errors import RunError
 
-AT_STAGE = 3
+READY, AT_STAGE = 1, 3  # (the thread states of serq.sim.engine a stage sets)
 
 
 class StageMember:

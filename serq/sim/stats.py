@@ -122,8 +122,9 @@ class Gauge:
         self.values = array("d")
         self.last = None
 
-    def read(self, E, now: float) -> None:
-        v = float(self.fn(E))
+    def reading(self, v: float, now: float) -> None:
+        """The value read at the end of an instant: a change point when it differs from the last
+        (NaN after NaN does not). The engine calls it only when `v != last` (Engine.read_gauges)."""
         last = self.last
         if last is None or (v != last and not (v != v and last != last)):
             self.last = v

@@ -40,7 +40,7 @@ from serq.sim.decode_group import NOT_A_MEMBER, DecodeGroup, admission, remove_s
 from serq.sim.errors import RunError
 from serq.sim.pools import check_amount
 from serq.sim.rng import DrawError
-from serq.sim.stages import AT_STAGE, StageMember
+from serq.sim.stages import AT_STAGE, READY, StageMember
 
 # iteration statements, compiled
 SERVE, ADMIT, BRANCH, SET = range(4)
@@ -207,9 +207,6 @@ class StepStage(StageMember):
         self.sync()
         return math.fsum(J.rem for J in self.res)
 
-    def nres(self) -> float:
-        return float(len(self.res))
-
     def ndec(self) -> float:
         return float(sum(1 for J in self.res if J.dec))
 
@@ -278,7 +275,8 @@ class StepStage(StageMember):
             adm = T.adm_no = next(E.adm_seq)
         now = E.now
         J = Job(T, w, dec, alloc, adm, now)
-        self.touch(now)
+        if now > self.t_last:  # (touch: nothing to add at the same instant, as in an iteration's planning)
+            self.touch(now)
         res = self.res
         if not res or res[-1].adm < adm:
             res.append(J)
@@ -440,7 +438,8 @@ class StepStage(StageMember):
                                      "positive time"), None, self.loc)
         if self.claims or self.records is not None:
             self.observe_iteration()
-        self.touch(now)
+        if now > self.t_last:  # (touch: nothing to add when the last iteration ended at this instant)
+            self.touch(now)
         self.busy = True
         self.n_iter += 1
         self.iterations += 1
@@ -814,7 +813,13 @@ class StepStage(StageMember):
         T.job = None
         self.completed += 1
         self.sojourn_sum += now - J.t0
-        self.E.make_ready(T)
+        if T.ready_t == now:
+            self.E.make_ready(T)
+        else:  # (E.make_ready's first readiness at this instant, written out as FifoStage.done does)
+            T.ready_t = now
+            T.ready_n = 1
+            T.state = READY
+            self.E.ready.append(T)
 
     # ------------------------------------------------------------ claims and records
     def observe_iteration(self) -> None:
