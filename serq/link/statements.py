@@ -104,20 +104,10 @@ class StatementLinking:
         if isinstance(s, A.Run):
             return self._run(s, scope)
         if isinstance(s, A.Branch):
-            test, t = self._expr(s.test, moment)
-            self._numeric(t, "a branch guard", s.test.span)
-            v = fold(test)
-            if v is not None and v not in (0, 1):
-                raise link_error(f"the branch guard is the constant {format_number(v)}: a guard is 0 or 1", s.test.span)
-            return ir.BranchStmt(test=test, then=self._block(s.then, scope),
+            return ir.BranchStmt(test=self._guard(s.test, "branch", moment), then=self._block(s.then, scope),
                                  otherwise=self._block(s.otherwise or [], scope))
         if isinstance(s, A.While):
-            test, t = self._expr(s.test, moment)
-            self._numeric(t, "a while guard", s.test.span)
-            v = fold(test)
-            if v is not None and v not in (0, 1):
-                raise link_error(f"the while guard is the constant {format_number(v)}: a guard is 0 or 1", s.test.span)
-            return ir.WhileStmt(test=test, body=self._block(s.body, scope))
+            return ir.WhileStmt(test=self._guard(s.test, "while", moment), body=self._block(s.body, scope))
         if isinstance(s, A.Loop):
             return ir.LoopStmt(body=self._block(s.body, scope))
         if isinstance(s, A.Fork):
@@ -163,6 +153,15 @@ class StatementLinking:
         if isinstance(s, (A.Mark, A.Transfer, A.Tool, A.RequestRun, A.RequestAdmission, A.RequestCache)):
             self._vocabulary(_stmt_name(s), s.span)
         raise link_error(f"{_stmt_name(s)} does not stand here", s.span)  # pragma: no cover
+
+    def _guard(self, e: A.Expr, kind: str, moment: M) -> ir.Expr:
+        """A `branch` or `while` guard: a number, and when constant 0 or 1."""
+        test, t = self._expr(e, moment)
+        self._numeric(t, f"a {kind} guard", e.span)
+        v = fold(test)
+        if v is not None and v not in (0, 1):
+            raise link_error(f"the {kind} guard is the constant {format_number(v)}: a guard is 0 or 1", e.span)
+        return test
 
     def _cost_fields(self, s: A.CostFieldsDecl, scope: StmtScope) -> list[ir.Stmt]:
         """`Cost x = { R: e, … }`: one scalar attribute `x.R`, a cost of R, per field, in written order."""
