@@ -123,7 +123,8 @@ CASES = [
     ("lint-live-set-in-header", P(server="set r = used(kv); hold kv (cost(kv, r)) { run svc (cost(svc, s)); }"), "set at", None),
     ("lint-cached-without-cache", P(server="hold kv (cost(kv, 1)) { observe c = cached; run svc (cost(svc, s)); }"), "has no `cache`", None),
     ("lint-reuse-without-cache", P(server="hold kv (cost(kv, 1)) reuse (cost(kv, 1)) { run svc (cost(svc, s)); }"), "without `cache` writes `reuse`", None),
-    ("lint-constant-guard", P(server="branch (2) { run svc (cost(svc, s)); }"), "a guard is 0 or 1", None),
+    ("lint-constant-guard", P(server="branch (2) { run svc (cost(svc, s)); }"), "the branch guard is the constant 2: a guard is 0 or 1", None),
+    ("lint-constant-while-guard", P(server="while (3) { run svc (cost(svc, s)); }"), "the while guard is the constant 3: a guard is 0 or 1", None),
     # -- Size / Cost typing
     ("plain-number-work", P(server="run svc (s);"), "write cost(svc", None),
     ("cost-of-wrong-resource", P(server="run svc (cost(kv, s));"), "not a cost of svc", None),
