@@ -274,8 +274,48 @@ ENGINE_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 5, 4, 3), (4, 3, 
                      (9, 1, 0, 1, 1, 1, 19, 3), (10, 1, 0, 1, 1, 1, 20, 3)]
 
 
+# the same engine serving the shortest remaining run first (`advance running by (remaining)`), the
+# sessions' prefills 8, 5 and 2 (`8 - 3 * serial`). At 0 s0 is admitted and served 3, s1 the 1 left (0-2;
+# s2 waits: two slots); at 2 s1 (4 left) goes before s0 (5 left): s1 3, s0 1 (2-4; in admission order s0
+# would take 3); at 4 s1's last 1 goes first, then s0 3 (4-6); at 6 s0's last prefill token (1 left)
+# before s1's decode (2 left), 2 of the budget left and no slot (6-7); at 7 both decode, s1 (1 left)
+# first (7-8); at 8 s1's turn is answered, its slot goes to s2, admitted after s0's last decode: 1 + 2
+# (8-9); then s2's two decodes (9-10, 10-11).
+BY_REMAINING_SOURCE = (ENGINE_SOURCE.replace("advance running each at most (3);",
+                                             "advance running by (remaining) each at most (3);")
+                       .replace("llm (5, 2);", "llm (8 - 3 * serial, 2);"))
+BY_REMAINING_ANSWERS = {0: [(0, 1, 0, 9)], 1: [(1, 1, 0, 8)], 2: [(2, 1, 0, 11)]}
+BY_REMAINING_TOKENS = {0: [(0, 1, 7, 6, 8)], 1: [(1, 1, 6, 4, 7)], 2: [(2, 1, 9, 8, 10)]}
+BY_REMAINING_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 6, 4, 3), (4, 4, 4, 0, 2, 4, 8, 3),
+                           (6, 2, 1, 1, 2, 2, 12, 3), (7, 2, 0, 2, 2, 2, 14, 3), (8, 3, 2, 1, 2, 3, 16, 3),
+                           (9, 1, 0, 1, 1, 1, 19, 3), (10, 1, 0, 1, 1, 1, 20, 3)]
+
+
+# the same engine under FasterTransformer's phases (`only (in_phase)` on both statements, in_phase =
+# `running.decoding > 0 ? decoding : !decoding`): 0-2 and 2-4 as ENGINE_SOURCE's (no decode yet: the
+# prefills go); at 4 s0 decodes, so only it is served (s1's last 2 prefill tokens wait): 4-5, 5-6; at 6
+# s0's turn is answered, s1 prefills its 2 and s2, admitted to the freed slot while no decode runs, 2
+# (6-8); at 8 s1 decodes alone, s2's 3 waiting (8-9, 9-10); at 10 s2 prefills its 3 (10-11) and
+# decodes (11-12, 12-13).
+PHASES_SOURCE = (ENGINE_SOURCE.replace("advance running each at most (3);",
+                                       "advance running only (running.decoding > 0 ? decoding : !decoding) "
+                                       "each at most (3);")
+                 .replace("admit waiting while",
+                          "admit waiting only (running.decoding > 0 ? decoding : !decoding) while"))
+PHASES_ANSWERS = {0: [(0, 1, 0, 6)], 1: [(1, 1, 0, 10)], 2: [(2, 1, 0, 13)]}
+PHASES_TOKENS = {0: [(0, 1, 4, 2, 5)], 1: [(1, 1, 8, 6, 9)], 2: [(2, 1, 11, 10, 12)]}
+PHASES_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 5, 4, 3), (4, 1, 0, 1, 2, 3, 8, 3),
+                     (5, 1, 0, 1, 2, 3, 9, 3), (6, 4, 4, 0, 2, 5, 10, 3), (8, 1, 0, 1, 2, 4, 14, 3),
+                     (9, 1, 0, 1, 2, 4, 15, 3), (10, 3, 3, 0, 1, 3, 16, 3), (11, 1, 0, 1, 1, 1, 19, 3),
+                     (12, 1, 0, 1, 1, 1, 20, 3)]
+
+
 def _engine_program(folder: Path):
     return _written(folder, "one_engine", ENGINE_SOURCE)
+
+
+def _by_remaining_program(folder: Path):
+    return _written(folder, "by_remaining", BY_REMAINING_SOURCE)
 
 
 def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
@@ -287,6 +327,19 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     assert records == [tuple(ENGINE_ITERATIONS)]
 
 
+@pytest.mark.parametrize("name, source, answers, tokens, iterations", [
+    ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
+    ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS)])
+def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
+                                                                              tokens, iterations):
+    from serq.leangen.kernel import kernel_program, recorded_run
+    _, program = _written(tmp_path, name, source)
+    sessions, records = recorded_run(program, kernel_program(program, tmp_path))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
+    assert {s: list(r.tokens) for s, r in enumerate(sessions)} == tokens
+    assert records == [tuple(iterations)]
+
+
 def test_kernel_export_of_an_engine(tmp_path):
     from click.testing import CliRunner
 
@@ -294,14 +347,39 @@ def test_kernel_export_of_an_engine(tmp_path):
     f, _ = _engine_program(tmp_path)
     r = CliRunner().invoke(main, ["lean", "export", str(f)])
     assert r.exit_code == 0, r.output
-    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4))⟩]",
+    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none⟩]",
                  "admitVia := [1]", ".step 0 false (.num 5)", ".step 0 true (.num 2)"):
         assert term in r.output, term
 
 
+@pytest.mark.parametrize("order, keys", [
+    ("by (remaining)", "[(.stageVar 7)]"),
+    ("decode first", "[(.cond (.stageVar 5) (.num 0) (.num 1))]"),
+    ("by (serial % 2, admission)", "[(.bin .mod (.attr 2) (.num 2)), (.stageVar 6)]"),
+])
+def test_kernel_export_of_a_serve_order(tmp_path, order, keys):
+    from serq.leangen.kernel import kernel_program, lean_engines
+    _, program = _written(tmp_path, "p", ENGINE_SOURCE.replace("advance running each at most (3);",
+                                                                f"advance running {order} each at most (3);"))
+    kp = kernel_program(program, tmp_path)
+    assert lean_engines(kp).endswith(f", {keys}, none, none⟩]")
+
+
+def test_kernel_export_of_only():
+    from serq.leangen.kernel import kernel_program, lean_engines
+    import tempfile
+    folder = Path(tempfile.mkdtemp())
+    _, program = _written(folder, "phases", PHASES_SOURCE)
+    in_phase = "(.cond (.bin .gt (.stageVar 2) (.num 0)) (.stageVar 5) (.not (.stageVar 5)))"
+    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase})⟩]")
+
+
 @pytest.mark.parametrize("schedule, what", [
-    ("advance running by (remaining);", "an `advance running` order on engine `llm`"),
+    ("advance running by (-remaining);", "a negation"),
+    ("advance running by (running.kv_decode);", "the context variable `kv_decode`"),
     ("exclusive prefill;", "`exclusive prefill` on engine `llm`"),
+    ("advance running only (decoding) each at most (3); advance running each at most (3);",
+     "a schedule other than vLLM's with `only`"),
 ])
 def test_kernel_lowering_refuses_an_engine_outside(tmp_path, schedule, what):
     """(`serq lean export` says the engine model's refusal of a program with an engine outside both.)"""
@@ -546,8 +624,8 @@ def test_kernel_binops_are_the_irs():
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
-    program and the pool-observables program in one file (one Lean start-up, not six); the last two's
-    observations too."""
+    program, the pool-observables program and the three engines in one file (one Lean start-up, not
+    nine); the cache's and the observables' observations too, the engines' tokens and iterations."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -556,13 +634,20 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, cache = _cache_program(tmp_path)
     _, observables = _observables_program(tmp_path)
     _, engine = _engine_program(tmp_path)
+    _, by_remaining = _by_remaining_program(tmp_path)
+    _, phases = _written(tmp_path, "phases", PHASES_SOURCE)
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS}
+    # the engines' turns' tokens and iterations
+    engine_runs = {"Engine": (ENGINE_TOKENS, ENGINE_ITERATIONS),
+                   "ByRemaining": (BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
+                   "Phases": (PHASES_TOKENS, PHASES_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
             ("Renewal", renewal, tmp_path, RENEWAL_ANSWERS), ("Blocks", blocks, tmp_path, BLOCKS_ANSWERS),
             ("Cache", cache, tmp_path, CACHE_ANSWERS), ("Observables", observables, tmp_path, OBSERVABLES_ANSWERS),
-            ("Engine", engine, tmp_path, ENGINE_ANSWERS)):
+            ("Engine", engine, tmp_path, ENGINE_ANSWERS), ("ByRemaining", by_remaining, tmp_path, BY_REMAINING_ANSWERS),
+            ("Phases", phases, tmp_path, PHASES_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
@@ -574,13 +659,14 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                 f"theorem observed_{s} : (getThread (runProgram program 1000).threads {s}).observations = "
                 f"[{', '.join(f'⟨{a}, {b}, {c}, {d}, {e}⟩' for a, b, c, d, e in reversed(obs))}] := by\n  decide +kernel\n\n"
                 for s, obs in observed[name].items())
-        if name == "Engine":  # and the turns' tokens and the engine's iterations
+        if name in engine_runs:  # and the turns' tokens and the engine's iterations
+            tokens, iterations = engine_runs[name]
             theorems += "".join(
                 f"theorem tokens_{s} : (getThread (runProgram program 1000).threads {s}).tokens = "
                 f"[{', '.join(f'⟨{a}, {b}, {c}, {d}, {e}⟩' for a, b, c, d, e in reversed(ts))}] := by\n  decide +kernel\n\n"
-                for s, ts in ENGINE_TOKENS.items())
+                for s, ts in tokens.items())
             theorems += ("theorem iterations : (getEngineState (runProgram program 1000).engines 0).records = "
-                         f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(ENGINE_ITERATIONS))}] := by\n"
+                         f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(iterations))}] := by\n"
                          "  decide +kernel\n\n")
         text = text.replace(f"end {ns}", theorems + f"end {ns}")
         parts.append(text if not parts else text[text.index(f"namespace {ns}"):])

@@ -256,21 +256,97 @@ def settle (p : Program) : Nat → Machine → Machine
 /-- What an engine's clauses read: the pools, and its context variables (`StageVar`). -/
 def engineView (p : Program) (m : Machine) (vars : List Nat) : PoolView := ⟨p.caps, m.pools, 0, vars⟩
 
+/-- What resident `r`'s serve keys read (the interpreter's `serve_ctx`): the pools, the engine's
+context variables as the iteration starts (`running`), then its `decoding`, `admission` and
+`remaining` (`StageVar.decoding` on). -/
+def residentView (p : Program) (m : Machine) (running : List Nat) (r : Resident) : PoolView :=
+  ⟨p.caps, m.pools, r.thread, appendNats running [truth r.decode, r.adm, r.rem]⟩
+
+/-- Resident `r`'s serve keys, read with its session's attributes now. -/
+def residentKeys (p : Program) (m : Machine) (running : List Nat) (keys : List Expr) (r : Resident) : List Nat :=
+  keysOf (residentView p m running r) (getThread m.threads r.thread).attrs m.now 0 keys
+
+/-- `r` (its keys `k`) in its place in residents ordered by their keys: after every one whose keys
+are not greater, so that ties stay in the order they were inserted. -/
+def insertByKeys (p : Program) (m : Machine) (running : List Nat) (keys : List Expr) (r : Resident)
+    (k : List Nat) : List Resident → List Resident
+  | [] => [r]
+  | x :: xs =>
+    if keysBefore k (residentKeys p m running keys x) then r :: x :: xs
+    else x :: insertByKeys p m running keys r k xs
+
+/-- The residents (in admission order) in the serve order (`StepStage._sorted`: the keys, then
+admission). The keys are read once, as the iteration starts: the interpreter reads keys that read
+`running.*` again before each choice, but nothing the fragment's serving does changes them. -/
+def orderResidents (p : Program) (m : Machine) (running : List Nat) (keys : List Expr) :
+    List Resident → List Resident → List Resident
+  | acc, [] => acc
+  | acc, r :: rs => orderResidents p m running keys (insertByKeys p m running keys r (residentKeys p m running keys r) acc) rs
+
+/-- The residents back in admission order (the interpreter's `res`, and its batch sorted by
+`admission` at the iteration's end). -/
+def byAdmission : List Resident → List Resident → List Resident
+  | acc, [] => acc
+  | acc, r :: rs => byAdmission (insertResident r acc) rs
+
+/-- Thread `t`'s resident (a thread is at most one engine's resident at a time). -/
+def residentOf (t : Nat) : List Resident → Option Resident
+  | [] => none
+  | r :: rs => if r.thread == t then some r else residentOf t rs
+
+/-- An `only (p)` predicate lets resident `r` be served (`StepStage._only`: p read for it, from what
+a serve key reads, is not 0); no predicate lets every resident. -/
+def lets (p : Program) (m : Machine) (running : List Nat) (r : Resident) : Option Expr → Bool
+  | none => true
+  | some e => eval (residentView p m running r) (getThread m.threads r.thread).attrs m.now 0 e != 0
+
+/-- `advance running [only (p)]` over residents in the order they are served: each the predicate
+lets gets one token if it decodes, else its remainder up to the chunk and the budget, while budget is
+left (the first that finds none ends the serving); each it does not is passed over and keeps what it
+has (`StepStage.serve`, `_serve_in_order` without a predicate). -/
+def serveLetting (p : Program) (m : Machine) (running : List Nat) (chunk : Nat) (only : Option Expr) :
+    Batch → List Resident → Batch × List Resident
+  | b, [] => (b, [])
+  | b, r :: rs =>
+    if b.budget = 0 then (b, r :: rs) else
+    if lets p m running r only then
+      let n := tokensFor chunk b.budget r
+      let rest := serveLetting p m running chunk only (b.serve r n) rs
+      (rest.1, { r with sched := n } :: rest.2)
+    else
+      let rest := serveLetting p m running chunk only b rs
+      (rest.1, r :: rest.2)
+
+/-- `advance running [only (p)] [by (keys)]`: the residents served in the serve order (no keys:
+admission order), returned in admission order. The predicate, like the keys, is read as the
+iteration starts: nothing the fragment's serving does changes what it reads. -/
+def serveOrdered (p : Program) (m : Machine) (running : List Nat) (chunk : Nat) (only : Option Expr) (b : Batch) :
+    List Expr → List Resident → Batch × List Resident
+  | [], rs => serveLetting p m running chunk only b rs
+  | keys@(_ :: _), rs =>
+    let served := serveLetting p m running chunk only b (orderResidents p m running keys [] rs)
+    (served.1, byAdmission [] served.2)
+
 /-- The hold at `j` of pool `i`'s queue admitted by engine `s` (`admit_one`): its thread runs at once
 until it blocks, and the run it started on the engine, if any, is served at once. -/
-def admitOne (p : Program) (f s chunk i j : Nat) (m : Machine) (b : Batch) : Machine × Batch :=
+def admitOne (p : Program) (f s chunk i j : Nat) (only : Option Expr) (m : Machine) (b : Batch) : Machine × Batch :=
   let w := getWaiter (getPool m.pools i).queue j
   let m1 := m.admitWaiter p i j
   let m2 := exec p f m1 (getThread m1.threads w.thread)
   let es := getEngineState m2.engines s
-  let served := serveThread chunk w.thread b es.residents
+  -- `only (q)` read for the run the thread started, the running requests as they stand: it among them
+  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m2.pools]
+  let letIn := match residentOf w.thread es.residents with
+    | some r => lets p m2 running r only
+    | none => false
+  let served := if letIn then serveThread chunk w.thread b es.residents else (b, es.residents)
   ({ m2 with engines := setEngineState m2.engines s { es with residents := served.2 } }, served.1)
 
 /-- `admit waiting` of engine `s` (`StepStage.admit`): while budget is left, the head of the first
 queue it admits with a hold waiting (`select`) is admitted if it fits (else the admissions end), its
 thread runs at once until it blocks (`exec`), and the run it started on the engine, if any, is served
 at once. -/
-def admitWaiting (p : Program) (s chunk : Nat) : Nat → Machine → Batch → Machine × Batch
+def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) : Nat → Machine → Batch → Machine × Batch
   | 0, m, b => ({ m with outOfFuel := true }, b)
   | f + 1, m, b =>
     if b.budget = 0 then (m, b) else
@@ -282,13 +358,14 @@ def admitWaiting (p : Program) (s chunk : Nat) : Nat → Machine → Batch → M
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
       if fits p.blocks (m.view p th.serial) th.attrs m.now w.on then
-        let r := admitOne p f s chunk i j m b
-        admitWaiting p s chunk f r.1 r.2
+        let r := admitOne p f s chunk i j only m b
+        admitWaiting p s chunk only f r.1 r.2
       else (m, b)
 
-/-- Engine `s` (of clauses `eng`) plans an iteration (`StepStage.start`, the default schedule
-`advance running; admit waiting while (running.preempted == 0);`): the budget and the chunk read
-once, the residents served in admission order, then the waiting admitted with the budget left. An
+/-- Engine `s` (of clauses `eng`) plans an iteration (`StepStage.start`, vLLM's schedule
+`advance running [only (p)] [by (keys)]; admit waiting [only (q)] while (running.preempted == 0);`):
+the budget and the chunk read once, the residents p lets served in the serve order, then the waiting
+admitted with the budget left, each served at once if q lets it. An
 iteration that schedules no token is none (the engine waits for the next event); else it lasts
 `execute` over the batch (0 is the program's error, `failed`), its record is kept, and its end is
 set. -/
@@ -297,8 +374,8 @@ def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Mach
   let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
-  let served := serveRunning chunk ⟨budget, 0, 0, 0⟩ es.residents
-  let planned := admitWaiting p s chunk f { m with engines := setEngineState m.engines s { es with residents := served.2 } } served.1
+  let served := serveOrdered p m running chunk eng.serveOnly ⟨budget, 0, 0, 0⟩ eng.order es.residents
+  let planned := admitWaiting p s chunk eng.admitOnly f { m with engines := setEngineState m.engines s { es with residents := served.2 } } served.1
   let m' := planned.1
   let b := planned.2
   let es' := getEngineState m'.engines s

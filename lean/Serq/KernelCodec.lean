@@ -21,7 +21,8 @@ them), in prefix form:
   their count then each, the pools' queue keys as their count then, per pool, its keys as a list
   of expressions (empty: `queue fifo`), the pools' blocks as their count then each (0: no block),
   then the place of the attribute `cached`, the engines as their count then each one's `budget chunk
-  cost` expressions, the pools' admitting engines as their count then each (0: none, `s + 1`: stage s);
+  cost` expressions, its serve keys (`advance running by`) as their count then each, and its `only`
+  predicates on `advance running` and `admit waiting` (each `0` none or `1 e`), the pools' admitting engines as their count then each (0: none, `s + 1`: stage s);
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses)ⁿ reuse cache body` hold (reuse and cache
@@ -269,7 +270,8 @@ def readKeyLists : Nat → Nat → List Nat → Option (List (List Expr) × List
     | none => none
   | _ + 1, _ + 1, [] => none
 
-/-- `count` engines, each as its `budget chunk cost` expressions. -/
+/-- `count` engines, each as its `budget chunk cost` expressions, its serve keys (their count, then
+each) and its `only` predicates on `advance running` and `admit waiting` (each `0` none or `1 e`). -/
 def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
   | 0, _, _ => none
   | _ + 1, 0, r => some ([], r)
@@ -279,11 +281,20 @@ def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
       match readExpr f r with
       | some (c, r) =>
         match readExpr f r with
-        | some (x, r) =>
-          match readEngines f count r with
-          | some (es, r) => some (⟨b, c, x⟩ :: es, r)
+        | some (x, n :: r) =>
+          match readExprs f n r with
+          | some (keys, r) =>
+            match readOptExpr f r with
+            | some (serveOnly, r) =>
+              match readOptExpr f r with
+              | some (admitOnly, r) =>
+                match readEngines f count r with
+                | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly⟩ :: es, r)
+                | none => none
+              | none => none
+            | none => none
           | none => none
-        | none => none
+        | _ => none
       | none => none
     | none => none
 

@@ -54,13 +54,13 @@ theorem retryPools_now (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
 theorem settle_now (p : Program) (f : Nat) (m : Machine) : (settle p f m).now = m.now := by
   fun_induction settle p f m <;> simp_all +zetaDelta [retryPools_now, runReady_now]
 
-theorem admitOne_now (p : Program) (f s c i j : Nat) (m : Machine) (b : Batch) :
-    (admitOne p f s c i j m b).1.now = m.now := by
+theorem admitOne_now (p : Program) (f s c i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) :
+    (admitOne p f s c i j q m b).1.now = m.now := by
   simp [admitOne, exec_now]
 
-theorem admitWaiting_now (p : Program) (s c f : Nat) (m : Machine) (b : Batch) :
-    (admitWaiting p s c f m b).1.now = m.now := by
-  fun_induction admitWaiting p s c f m b <;> simp_all +zetaDelta [admitOne_now]
+theorem admitWaiting_now (p : Program) (s c : Nat) (q : Option Expr) (f : Nat) (m : Machine) (b : Batch) :
+    (admitWaiting p s c q f m b).1.now = m.now := by
+  fun_induction admitWaiting p s c q f m b <;> simp_all +zetaDelta [admitOne_now]
 
 theorem startIteration_now (p : Program) (f s : Nat) (eng : Engine) (m : Machine) :
     (startIteration p f s eng m).now = m.now := by
@@ -213,25 +213,25 @@ theorem settle_causal (p : Program) (f : Nat) (m : Machine) : m.causal → (sett
     exact ih (retryPools_causal p _ _ _ _ _ (runReady_causal p _ _ hm))
   · exact retryPools_causal p _ _ _ _ _ (runReady_causal p _ _ hm)
 
-theorem admitOne_causal (p : Program) (f s c i j : Nat) (m : Machine) (b : Batch) :
-    m.causal → (admitOne p f s c i j m b).1.causal := by
+theorem admitOne_causal (p : Program) (f s c i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) :
+    m.causal → (admitOne p f s c i j q m b).1.causal := by
   intro hm
   have h1 := Machine.admitWaiter_causal p m i j hm
   exact exec_causal p f _ _ h1 (getThread_causal _ _ _ h1)
 
-theorem admitWaiting_causal (p : Program) (s c f : Nat) (m : Machine) (b : Batch) :
-    m.causal → (admitWaiting p s c f m b).1.causal := by
-  fun_induction admitWaiting p s c f m b <;> intro hm
+theorem admitWaiting_causal (p : Program) (s c : Nat) (q : Option Expr) (f : Nat) (m : Machine) (b : Batch) :
+    m.causal → (admitWaiting p s c q f m b).1.causal := by
+  fun_induction admitWaiting p s c q f m b <;> intro hm
   all_goals first
     | exact hm
-    | (rename_i ih; exact ih (admitOne_causal p _ _ _ _ _ _ _ hm))
+    | (rename_i ih; exact ih (admitOne_causal p _ _ _ _ _ _ _ _ hm))
 
 theorem startIteration_causal (p : Program) (f s : Nat) (eng : Engine) (m : Machine) :
     m.causal → (startIteration p f s eng m).causal := by
   intro hm
   have key : ∀ (c : Nat) (b : Batch) (es : EngineState),
-      (admitWaiting p s c f { m with engines := setEngineState m.engines s es } b).1.causal :=
-    fun c b es => admitWaiting_causal p s c f _ b hm
+      (admitWaiting p s c eng.admitOnly f { m with engines := setEngineState m.engines s es } b).1.causal :=
+    fun c b es => admitWaiting_causal p s c _ f _ b hm
   simp only [startIteration]
   split
   · exact key _ _ _

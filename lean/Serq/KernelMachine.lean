@@ -85,6 +85,12 @@ def StageVar.prefilled : Nat := 1
 def StageVar.decoders : Nat := 2
 def StageVar.residents : Nat := 3
 def StageVar.waiting : Nat := 4
+/-- What a serve key (`advance running by (keys)`) reads of the resident it orders, after the five
+above as the iteration starts (`serve_ctx`): `decoding` (1 for a decode), `admission` (its
+admission number) and `remaining` (the tokens its run has left). -/
+def StageVar.decoding : Nat := 5
+def StageVar.admission : Nat := 6
+def StageVar.remaining : Nat := 7
 
 /-- A stage's service: `delay` (every job on its own at rate 1: a run of work `w` takes `w`) or
 `fifo c` (c servers, one job each at rate 1, the others waiting in arrival order). -/
@@ -121,12 +127,18 @@ inductive Stmt where
   | release (pool : Nat)
   | step (stage : Nat) (decode : Bool) (work : Expr)  -- `run S prefill (w)` / `run S decode (w)` on an engine
 
-/-- A step engine's clauses (the IR's `Step`, its default schedule `advance running; admit waiting
-while (running.preempted == 0);`): `tokens cap`, `each at most` (0: no cap), `execute`. -/
+/-- A step engine's clauses (the IR's `Step`, its default schedule `advance running [only (p)];
+admit waiting [only (q)] while (running.preempted == 0);`): `tokens cap`, `each at most` (0: no cap),
+`execute`, the serve order's keys (`advance running by (keys)`, ties in admission order; none:
+admission order), and the statements' `only` predicates (`serveOnly` p, `admitOnly` q; none: every
+request). -/
 structure Engine where
   budget : Expr
   chunk : Expr
   cost : Expr
+  order : List Expr
+  serveOnly : Option Expr
+  admitOnly : Option Expr
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
 attributes `serial` and `turn_no` in it, the workload's blocks, the server, its sessions (of
@@ -605,7 +617,7 @@ def Machine.addJob (p : Program) (m : Machine) (stage thread w : Nat) : Machine 
 /-! ### Step engines: what an iteration reads and writes -/
 
 def getEngine : List Engine → Nat → Engine
-  | [], _ => ⟨.num 0, .num 0, .num 1⟩
+  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getEngine xs n
 
@@ -679,16 +691,6 @@ def tokensFor (chunk budget : Nat) (r : Resident) : Nat :=
 def Batch.serve (b : Batch) (r : Resident) (n : Nat) : Batch :=
   ⟨b.budget - n, b.tokens + n, if r.decode then b.prefilled else b.prefilled + n,
    if r.decode then b.decoders + 1 else b.decoders⟩
-
-/-- `advance running` in admission order: each resident its tokens while budget is left (the
-first that finds none ends the serving: `_serve_in_order`). -/
-def serveRunning (chunk : Nat) : Batch → List Resident → Batch × List Resident
-  | b, [] => (b, [])
-  | b, r :: rs =>
-    if b.budget = 0 then (b, r :: rs) else
-    let n := tokensFor chunk b.budget r
-    let rest := serveRunning chunk (b.serve r n) rs
-    (rest.1, { r with sched := n } :: rest.2)
 
 /-- The resident thread `t` just became (an admitted request's run), served at once (`admit`). -/
 def serveThread (chunk t : Nat) (b : Batch) : List Resident → Batch × List Resident

@@ -14,8 +14,10 @@ positive constant `d`, the pools' observables `used`, `free`, `holders`, `queued
 while, loop, end, run on a delay or a fifo(c) stage, hold on pools of a finite cap with a `queue fifo` or `queue by`
 (keys over the attributes, `now` and `waited`) and release inside such a hold; `arrive batch(N)`;
 step engines with vLLM's default schedule (`tokens cap`, `each at most` and `execute` over the
-engine's context variables, `run S prefill|decode (w)` without a growing pool, and `pool reqs on S`
-admitted by the engine's `admit waiting`).
+engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
+over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
+`running.*`, `run S prefill|decode (w)` without a growing pool, and `pool reqs on S` admitted by
+the engine's `admit waiting`).
 """
 
 from __future__ import annotations
@@ -49,17 +51,26 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
           "the prefix cache with `evict lru`, the pools' observables but `blocksize`) and step engines with "
-          "vLLM's default schedule and no KV pool so far (growth, preemption, `evict by`, leases, `blocksize`, "
-          "the stages' observables, serve orders, `only`, `exclusive prefill`, iteration bodies and an engine's "
+          "vLLM's default schedule, its serve order and `only` included, and no KV pool so far (growth, "
+          "preemption, `evict by`, leases, `blocksize`, "
+          "the stages' observables, `exclusive prefill`, iteration bodies and an engine's "
           "memory come next)")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py; the KV and attention sums
 #: come with an engine's memory).
-STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4}
+STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
+              "decoding": 5, "admission": 6, "remaining": 7}
+#: The serve order's keys (`advance running by (keys)`): the clause that reads the resident it orders
+#: and its session's attributes (the interpreter's `serve_ctx`).
+SERVE_ORDER = "advance running by"
+#: An `only (p)` predicate: it reads what a serve key reads (the interpreter's `serve_ctx`).
+ONLY = "only"
 _CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
-                "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds")}
+                "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
+                SERVE_ORDER: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
+                ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining")}
 
 
 @dataclass(frozen=True)
@@ -98,7 +109,9 @@ class KernelProgram:
     server: list[LStmt]
     sessions: int
     gap: int = 0  # `arrive renewal(gap)`: session k arrives at (k + 1) * gap; 0: `arrive batch(N)`, all at 0
-    engines: list[tuple[LExpr, LExpr, LExpr]] = field(default_factory=list)  # (tokens cap, each at most, execute)
+    # per engine: (tokens cap, each at most, execute, the serve order's keys: none for admission order,
+    # `only` on `advance running`, on `admit waiting`: None for none)
+    engines: list[tuple] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     source: str = ""
     notes: list[str] = field(default_factory=list)
@@ -127,7 +140,7 @@ class _Lowering:
         self.pool_state_refused: str | None = None
         # lowering an engine's clause: the clause's name (its context variables readable, no attribute)
         self.engine_clause: str | None = None
-        self.engines: list[tuple[LExpr, LExpr, LExpr]] = []
+        self.engines: list[tuple] = []
 
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
@@ -217,13 +230,13 @@ class _Lowering:
         raise _outside(f"stage `{stage.name}` is `{_service_name(svc)}`: {_LATER}", stage.at, self.base)
 
     def engine(self, stage: ir.Stage, svc: ir.Step) -> tuple:
-        """A step engine under vLLM's default schedule (`advance running; admit waiting while
-        (running.preempted == 0);`: no serve keys, no iteration body), its clauses lowered."""
+        """A step engine under vLLM's default schedule (`advance running [by (keys)]; admit waiting
+        while (running.preempted == 0);`: no iteration body), its clauses and serve keys lowered."""
         where = stage.at, self.base
         for present, what in ((svc.granule is not None, "a prefill granule"),
                               (svc.serve.kind == "exclusive_prefill", "`exclusive prefill`"),
-                              (svc.serve.kind == "by" and bool(svc.serve.keys), "an `advance running` order"),
-                              (svc.iteration is not None, "a schedule other than vLLM's (`only`, a branch, a set)"),
+                              (svc.iteration is not None and not _is_vllm_with_only(svc.iteration),
+                               "a schedule other than vLLM's with `only` (a branch, a set, another order or gate)"),
                               (bool(svc.registers), "registers")):
             if present:
                 raise _outside(f"{what} on engine `{stage.name}`: {_LATER}", *where)
@@ -235,6 +248,21 @@ class _Lowering:
             self.engine_clause = name
             try:
                 clauses.append(self.refusing_pool_state(f"in an engine's `{name}`", self.expr, e, stage.at))
+            finally:
+                self.engine_clause = None
+        order = []
+        if svc.serve.kind == "by":
+            self.engine_clause = SERVE_ORDER
+            try:  # (the linker refuses a pool's observable in a key)
+                order = [self.expr(k, stage.at) for k in svc.serve.keys]
+            finally:
+                self.engine_clause = None
+        clauses.append(tuple(order))
+        # `only (p)` on `advance running` and on `admit waiting` (none: every request)
+        for only in ((None, None) if svc.iteration is None else (svc.iteration[0].only, svc.iteration[1].only)):
+            self.engine_clause = ONLY
+            try:
+                clauses.append(None if only is None else self.expr(only, stage.at))
             finally:
                 self.engine_clause = None
         self.engines.append(tuple(clauses))
@@ -340,7 +368,7 @@ class _Lowering:
                 raise _outside(f"the number {v}: the fragment computes over the natural numbers", at, self.base)
             return LExpr("num", (v,))
         if k == "attr":
-            if self.engine_clause is not None:
+            if self.engine_clause not in (None, SERVE_ORDER, ONLY):
                 raise _outside(f"the attribute `{e.name}` in an engine's `{self.engine_clause}`: it reads no session",
                                at, self.base)
             return LExpr("attr", (self.attribute(e.name, at),))
@@ -404,6 +432,18 @@ class _Lowering:
         if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
             raise _outside("a division or `%` by what is not a positive whole constant", at, self.base)
         return e.value
+
+
+def _is_vllm_with_only(iteration: list) -> bool:
+    """The iteration body is vLLM's schedule with `only`: `advance running [only (p)]; admit waiting
+    [only (q)] while (running.preempted == 0);` (the gate as the IR writes it, `!preempted`, or as the
+    program did; the fragment preempts no one, so it always holds)."""
+    if len(iteration) != 2 or iteration[0].kind != "serve" or iteration[1].kind != "admit":
+        return False
+    gate = iteration[1].gate
+    preempted = ir.Ctx(var="preempted")
+    return gate is None or gate == ir.Unary(op="not", arg=preempted) or gate == ir.Binary(
+        op="eq", lhs=preempted, rhs=ir.Num(value=0))
 
 
 def _clause_arg(e):
@@ -495,7 +535,11 @@ def lean_services(kp: KernelProgram) -> str:
 
 def lean_engines(kp: KernelProgram) -> str:
     """The program's engines' clauses as a Lean `List Engine`."""
-    return "[" + ", ".join("⟨" + ", ".join(lean_expr(c) for c in clauses) + "⟩" for clauses in kp.engines) + "]"
+    def engine(budget, chunk, cost, order, serve_only, admit_only) -> str:
+        keys = "[" + ", ".join(lean_expr(k) for k in order) + "]"
+        return (f"⟨{lean_expr(budget)}, {lean_expr(chunk)}, {lean_expr(cost)}, {keys}, "
+                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}⟩")
+    return "[" + ", ".join(engine(*clauses) for clauses in kp.engines) + "]"
 
 
 def render_kernel_module(kp: KernelProgram, namespace: str) -> str:

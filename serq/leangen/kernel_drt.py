@@ -147,9 +147,18 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.extend(p.blocks)
     out.append(p.cached_at)
     out.append(len(p.engines))
-    for clauses in p.engines:
-        for c in clauses:
+    for budget, chunk, cost, order, serve_only, admit_only in p.engines:
+        for c in (budget, chunk, cost):
             _expr_tokens(c, out)
+        out.append(len(order))
+        for k in order:
+            _expr_tokens(k, out)
+        for only in (serve_only, admit_only):  # 0 none, 1 e
+            if only is None:
+                out.append(0)
+            else:
+                out.append(1)
+                _expr_tokens(only, out)
     out.append(len(p.admit_via))
     out.extend(p.admit_via)
     out.append(len(observed.sessions))

@@ -213,6 +213,8 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _blocks_and_reserves(program, rng)
     _pool_observables(program, rng)
     _engine(program, rng)
+    _serve_order(program, rng)
+    _only(program, rng)
     return KernelCase(program)
 
 
@@ -251,6 +253,60 @@ def _engine(program: ir.Program, rng: random.Random) -> None:
         request = [ir.HoldStmt(pools=[ir.HoldPool(pool=ir.PoolRef(pool=REQS), units=ir.CostOf(
             resources=[REQS], arg=_num(1)))], body=request)]
     program.server[0:0] = request
+
+
+def _serve_order(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): an engine in two has an `advance
+    running` order: decode first, the shortest remaining run first, the longest (`ENGINE_WORK -
+    remaining`, the fragment's `-remaining` over ℕ), prefills first then the longest, or keys that read
+    a session's attribute or `running.count` (ties, in admission order, are common in all of them); its
+    budget is then 1 to 3 tokens and its request slots 2 or 3, so that residents contend for it."""
+    engines = [stage.service for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not engines or rng.randrange(2):
+        return
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
+    longest = _bin("sub", _num(ENGINE_WORK), ctx("remaining"))
+    orders = [
+        [ir.Cond(test=ctx("decoding"), then=_num(0), otherwise=_num(1))],  # decode first
+        [ctx("remaining")],
+        [longest],
+        [ctx("decoding"), longest],
+        [_bin("mod", ir.Attr(name=rng.choice(BUILTINS[2:] + SESSION_VALUES)), _num(2)), ctx("remaining")],
+        [ir.Call(fn="min", args=[ctx("remaining"), ctx("residents")]), ctx("admission")],
+    ]
+    for engine in engines:
+        engine.serve = ir.ServeBy(keys=rng.choice(orders))
+        # an order shows only when the budget runs out before every resident is served
+        engine.budget = _num(rng.randint(1, 3))
+    for pool in program.pools:
+        if pool.admit_via is not None:
+            pool.cap = max(pool.cap, rng.randint(2, 3))
+
+
+def _only(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): an engine in two has `only (p)` on
+    `advance running` and `admit waiting` (vLLM's schedule otherwise): FasterTransformer's phases
+    (`running.decoding > 0 ? decoding : !decoding`), prefills alone while one runs, the short runs (a
+    long one waits until it is alone), or a session's attribute, the same p on both statements or one
+    of them only (a request p excludes waits; an engine whose requests it all excludes waits for an
+    event, and may stay stuck, as in the interpreter)."""
+    engines = [stage.service for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not engines or rng.randrange(2):
+        return
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
+    decoding, prefilling = ctx("decoding"), ir.Unary(op="not", arg=ctx("decoding"))
+    predicates = [
+        ir.Cond(test=_bin("gt", ctx("decoders"), _num(0)), then=decoding, otherwise=prefilling),
+        ir.Cond(test=_bin("lt", ctx("decoders"), ctx("residents")), then=prefilling, otherwise=decoding),
+        _bin("or", _bin("le", ctx("remaining"), _num(rng.randint(2, 5))), _bin("eq", ctx("residents"), _num(1))),
+        _bin("or", _bin("eq", _bin("mod", ir.Attr(name=rng.choice(BUILTINS[2:] + SESSION_VALUES)), _num(2)), _num(0)),
+             _bin("ge", ctx("admission"), _num(rng.randint(1, 6)))),
+    ]
+    for engine in engines:
+        p = rng.choice(predicates)
+        serve_only, admit_only = rng.choice([(p, p), (p, p), (p, None), (None, p)])
+        engine.iteration = [ir.IterServe(only=serve_only),
+                            ir.IterAdmit(only=admit_only, gate=ir.Unary(op="not", arg=ctx("preempted")))]
 
 
 def _blocks_and_reserves(program: ir.Program, rng: random.Random) -> None:

@@ -34,6 +34,7 @@ from serq.sim.compile import ProgramCompiler
 from serq.sim.engine import Engine
 from serq.sim.pools import PoolMember
 from serq.sim.stages import FifoStage
+from serq.sim.steps import StepStage
 
 KERNEL_DRT_CASES = int(os.environ.get("SERQ_KERNEL_DRT_CASES", "300"))
 KERNEL_DRT_COMPILED = int(os.environ.get("SERQ_KERNEL_DRT_COMPILED", "10000"))
@@ -254,6 +255,39 @@ def _chunk_ignored(case: KernelCase, right: KernelObserved) -> list:
     return recorded_run(program, right.value)
 
 
+def _serve_order_ignored(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the engines: an engine's `advance running` order (decode first, by remaining, …)
+    is ignored, its residents served in admission order (an engine without one is left as it is)."""
+    program = case.program.model_copy(deep=True)
+    for stage in program.stages:
+        if isinstance(stage.service, ir.Step):
+            stage.service.serve = ir.ServeBy()
+    return recorded_run(program, right.value)
+
+
+def _only_ignored_on_admit(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the engines (issue 13's): an `only` predicate ignored on `admit waiting` (an
+    admitted request is served at once whatever it says; a program without one is left as it is)."""
+    program = case.program.model_copy(deep=True)
+    for stage in program.stages:
+        if isinstance(stage.service, ir.Step) and stage.service.iteration is not None:
+            for stmt in stage.service.iteration:
+                if isinstance(stmt, ir.IterAdmit):
+                    stmt.only = None
+    return recorded_run(program, right.value)
+
+
+@contextmanager
+def _serve_ties_to_the_last():
+    """A planted bug in the interpreter: residents whose serve keys tie are served last admitted first."""
+    def _sorted(self, jobs):
+        keys = self.spec.keys
+        return sorted(jobs, key=lambda J: (keys(self.E, self, J, J.T.A), -J.adm))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "_sorted", _sorted)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -277,7 +311,10 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "evicts_from_the_head": _by_patching(_evicts_from_the_head),
            "reuse_unlimited": _reuse_unlimited,
            "free_counts_the_cache": _by_patching(_free_counts_the_cache),
-           "chunk_ignored": _chunk_ignored}
+           "chunk_ignored": _chunk_ignored,
+           "serve_order_ignored": _serve_order_ignored,
+           "only_ignored_on_admit": _only_ignored_on_admit,
+           "serve_ties_to_the_last": _by_patching(_serve_ties_to_the_last)}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
