@@ -22,7 +22,8 @@ def test_ir_prints_canonical_json_twice_identically():
     a, b = run("ir", MG1), run("ir", MG1)
     assert a.exit_code == 0 and a.output == b.output
     data = json.loads(a.output)
-    assert data["workload"]["arrival"] == {"kind": "poisson", "rate": 0.8}
+    assert data["workload"]["arrival"] == {"kind": "poisson", "rate": 0.8,
+                                           "at": {"file": "mg1.sq", "line": 13, "col": 5}}
 
 
 def test_ir_writes_an_output_file(tmp_path):

@@ -455,6 +455,39 @@ def test_kernel_export_refuses_a_pool_observable_in_a_cache_clause_or_init(tmp_p
     assert f"p.sq:{where}: error: outside the Lean kernel fragment: {what}" in r.output
 
 
+@pytest.mark.parametrize("law, settings, what", [
+    ("arrive poisson(1);", [], "the workload's `poisson` arrivals: the fragment's sessions arrive together"),
+    ("arrive closed(3);", [], "the workload's `closed` arrivals"),
+    ("arrive renewal(1.5);", ["--arrivals", "3"], "a renewal gap of 1.5: the fragment's clock is whole"),
+    ("arrive renewal(2);", [], "`arrive renewal(g)` without `--arrivals N`"),
+    ("arrive renewal(~exp(1));", ["--arrivals", "3"], "a drawn renewal gap"),
+])
+def test_kernel_export_refuses_an_arrival_law_at_its_location(tmp_path, law, settings, what):
+    """The arrival law's refusal names the `arrive` statement's line and column (the IR keeps where
+    each law was written)."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _written(tmp_path, "p", OBSERVABLES_SOURCE.replace("arrive batch(3);", law))
+    r = CliRunner().invoke(main, ["lean", "export", str(f), *settings])
+    assert r.exit_code == 1, r.output
+    assert f"p.sq:4:14: error: outside the Lean kernel fragment: {what}" in r.output
+
+
+def test_engine_model_export_refuses_an_arrival_law_at_its_location():
+    """A program with a step engine that is vLLM's settings is refused by the engine model (it takes
+    given arrival times), at the `arrive` statement."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    sarathi = REPO / "examples" / "papers" / "sarathi.sq"
+    line = next(n for n, text in enumerate(sarathi.read_text().splitlines(), 1) if "arrive poisson" in text)
+    r = CliRunner().invoke(main, ["lean", "export", str(sarathi)])
+    assert r.exit_code == 1, r.output
+    assert (f"sarathi.sq:{line}:5: error: outside the Lean fragment: the workload's `poisson` arrivals: "
+            "the model takes given arrival times") in r.output
+
+
 def _blocks_program(folder: Path):
     return _written(folder, "blocks_reserve", BLOCKS_SOURCE)
 

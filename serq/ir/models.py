@@ -430,34 +430,41 @@ class Stage(Node):
 
 
 # ------------------------------------------------------------------ workload
+# (each arrival law and trace has `at`, where it was written, for the refusals that name it)
 class Poisson(Node):
     kind: Literal["poisson"] = "poisson"
     rate: Number = Field(gt=0)
+    at: Loc | None = None
 
 
 class Renewal(Node):
     kind: Literal["renewal"] = "renewal"
     gap: Expr
+    at: Loc | None = None
 
 
 class Closed(Node):
     kind: Literal["closed"] = "closed"
     sessions: int = Field(ge=1, le=1_000_000)
+    at: Loc | None = None
 
 
 class Batch(Node):
     kind: Literal["batch"] = "batch"
     sessions: int = Field(ge=1, le=1_000_000)
+    at: Loc | None = None
 
 
 class NoArrivals(Node):
     kind: Literal["none"] = "none"
+    at: Loc | None = None
 
 
 class Trace(Node):
     kind: Literal["trace"] = "trace"
     file: str
     ordered: bool = False
+    at: Loc | None = None
 
 
 Arrival = Annotated[Union[Poisson, Renewal, Closed, Batch, NoArrivals, Trace], Field(discriminator="kind")]

@@ -93,7 +93,7 @@ def fragment(program: ir.Program, base: Path) -> FragmentProgram:
     arrival = program.workload.arrival
     if not (isinstance(arrival, ir.Trace) and arrival.ordered):
         raise outside(f"the workload's `{arrival.kind}` arrivals: the model takes given arrival times "
-                       "(`trace \"file.csv\" ordered;`)", None, base)
+                       "(`trace \"file.csv\" ordered;`)", arrival.at, base)
     return FragmentProgram(engine, read_trace(base / arrival.file))
 
 

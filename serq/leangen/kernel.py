@@ -154,7 +154,8 @@ class _Lowering:
         w = p.workload
         sessions, gap = self.arrivals(w.arrival)
         if w.trace is not None:
-            raise _outside("a trace beside the arrival law: the fragment's turns come from the program", None, base)
+            raise _outside("a trace beside the arrival law: the fragment's turns come from the program", w.trace.at,
+                           base)
         for name in ("serial", "turn_no"):
             if name not in self.attr_at:
                 raise _outside(f"the built-in attribute `{name}` is missing from the IR's attributes", None, base)
@@ -176,16 +177,16 @@ class _Lowering:
             return arrival.sessions, 0
         if not isinstance(arrival, ir.Renewal):
             raise _outside(f"the workload's `{arrival.kind}` arrivals: the fragment's sessions arrive together "
-                           "(`arrive batch(N);`) or at a constant gap (`arrive renewal(g);`)", None, base)
+                           "(`arrive batch(N);`) or at a constant gap (`arrive renewal(g);`)", arrival.at, base)
         gap = fold(arrival.gap)
         if gap is None:
-            raise _outside("a drawn renewal gap: the fragment's programs are deterministic", None, base)
+            raise _outside("a drawn renewal gap: the fragment's programs are deterministic", arrival.at, base)
         if not (float(gap).is_integer() and gap > 0):
-            raise _outside(f"a renewal gap of {gap}: the fragment's clock is whole", None, base)
+            raise _outside(f"a renewal gap of {gap}: the fragment's clock is whole", arrival.at, base)
         limit = self.p.settings.arrivals
         if limit is None:
             raise _outside("`arrive renewal(g)` without `--arrivals N`: the fragment's runs have a given "
-                           "number of sessions", None, base)
+                           "number of sessions", arrival.at, base)
         return limit, int(gap)
 
     def pool(self, pool: ir.Pool) -> int:

@@ -422,27 +422,28 @@ class Linker(ExpressionLinking, StatementLinking):
         )
 
     def _arrival(self, a: A.Arrival):
+        at = self._loc(a.span)
         if a.kind == "poisson":
             v = self._const_eval(a.arg, "the arrival rate").value
             if not (0 < v < math.inf):
                 raise link_error(f"poisson({format_number(v)}): the rate is a positive, finite constant", a.span)
-            return ir.Poisson(rate=v)
+            return ir.Poisson(rate=v, at=at)
         if a.kind == "renewal":
             gap, t = self._expr(a.arg, M.RENEWAL)
             self._numeric(t, "the renewal gap", a.arg.span)
             folded = fold(gap)
             if folded is not None and not (0 < folded < math.inf):
                 raise link_error(f"renewal({format_number(folded)}): a gap is positive and finite", a.span)
-            return ir.Renewal(gap=gap)
+            return ir.Renewal(gap=gap, at=at)
         if a.kind in ("closed", "batch"):
             n = self._count_value(a.arg, f"{a.kind}(n), the sessions", array=False)
-            return ir.Closed(sessions=n) if a.kind == "closed" else ir.Batch(sessions=n)
+            return ir.Closed(sessions=n, at=at) if a.kind == "closed" else ir.Batch(sessions=n, at=at)
         if a.kind == "none":
-            return ir.NoArrivals()
+            return ir.NoArrivals(at=at)
         path = Path(self.unit.path).parent / a.file
         if not path.is_file():
             raise link_error(f'trace "{a.file}": no such file {path}', a.span)
-        return ir.Trace(file=a.file, ordered=a.ordered)
+        return ir.Trace(file=a.file, ordered=a.ordered, at=at)
 
     # ================================================================ attributes
     def _collect_attributes(self, w: A.WorkloadDecl, server: list[A.Stmt]) -> None:
