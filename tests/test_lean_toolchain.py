@@ -339,6 +339,11 @@ for i, line in enumerate(text.splitlines(), 1):
         msg(i, line.index("FAIL"), "error", "fake failure\nsecond line"); rc = 1
     if "SORRY" in line:
         msg(i, line.index("SORRY"), "warning", "declaration uses `sorry`")
+    if "CRASH" in line:  # how the offline Lean dies when V8's stack runs out
+        print("worker sent an error! undefined:undefined: Maximum call stack size exceeded", file=sys.stderr)
+        print("RangeError: Maximum call stack size exceeded", file=sys.stderr)
+        print("    at wasm://wasm/1ca5ceba:wasm-function[141066]:0x70b2bad", file=sys.stderr)
+        print("Node.js v20.20.2", file=sys.stderr); rc = 1
 time.sleep(float(os.environ.get("FAKE_LEAN_SLEEP", "0")))
 if rc == 0 and out:
     open(out, "w").write("olean of " + src)
@@ -480,6 +485,18 @@ def test_fake_build_reports_errors_and_blocks_dependents(fake_project):
     (root / "src/Demo/B.lean").write_text("module\npublic import Demo.A\n")
     assert B.build(root).ok
     assert sorted(compiled(runs())) == ["Demo.lean", "Demo/B.lean", "Extra.lean"]
+
+
+def test_a_crash_without_a_message_is_reported_with_its_cause(fake_project, tmp_path):
+    """A Lean process that dies with no diagnostic is an error at line 1 naming the cause, not
+    Node's version line (which is the last line of a crash)."""
+    root, _ = fake_project
+    crashing = tmp_path / "Crash.lean"
+    crashing.write_text("-- CRASH\n")
+    result = B.compile_files([crashing], root=root)[0]
+    assert not result.ok and result.returncode == 1
+    assert [d.message for d in result.errors] == [
+        "Lean exited with status 1 without a message (RangeError: Maximum call stack size exceeded)"]
 
 
 def test_fake_build_runs_at_most_jobs_and_slots_at_once(fake_project, monkeypatch):

@@ -449,6 +449,19 @@ def _strip_noise(text: str) -> str:
     return "\n".join(keep[-40:])
 
 
+_CRASH_LINE = re.compile(r"\b\w*Error\b|Aborted|out of memory|Killed|Segmentation fault")
+
+
+def crash_cause(output: str) -> str:
+    """The line of a crashed Lean process's output that says why: the first naming an error (Node's
+    `RangeError: Maximum call stack size exceeded` under the offline Lean, an abort), else the last
+    line. Node ends a crash with its version line, which says nothing, so that line is skipped."""
+    lines = [ln.strip() for ln in output.splitlines() if ln.strip() and not ln.startswith("Node.js v")]
+    if not lines:
+        return "no output"
+    return next((ln for ln in lines if _CRASH_LINE.search(ln)), lines[-1])
+
+
 def parse_json_messages(stdout: str, base: Path, project_root: Path | None) -> list[Diagnostic]:
     """Lean's `--json` messages (one per line, starting with `{`) as Diagnostics."""
     out: list[Diagnostic] = []
@@ -551,9 +564,8 @@ def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[P
                          + "\n" + stderr)
     ok = rc == 0 and not any(d.is_error for d in diags)
     if rc != 0 and not any(d.is_error for d in diags):
-        tail = noise.splitlines()[-1] if noise else "no message"
         diags.append(Diagnostic(file_label, 1, 1, "error",
-                                f"Lean exited with status {rc} without a message ({tail})"))
+                                f"Lean exited with status {rc} without a message ({crash_cause(noise)})"))
     return CompileResult(file_label, ok, rc, seconds, diags, noise, rss_mb)
 
 

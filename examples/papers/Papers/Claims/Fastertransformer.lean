@@ -19,7 +19,7 @@ namespace Papers.Claims.Fastertransformer
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "10abab6c74da6965ad11ae7d748badb42f147d8f6259a5b53d02ff8332ef974e"
+def irDigest : String := "e72fbb705013bf453b990e08ca19e3caf4adf925e6a90724257cf2145819dc38"
 
 /-- The engine: tokens cap 16, request slots 4, 64 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated true. -/
 def engine : Engine := ⟨16, 4, 64, 4, 0, false, true⟩

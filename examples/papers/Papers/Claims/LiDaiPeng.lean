@@ -19,7 +19,7 @@ namespace Papers.Claims.LiDaiPeng
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "518c1b4f548e414cd053be940ab3dd5d080d84239b33d5601f65980b13158394"
+def irDigest : String := "cf232e4eccf6c648a2f5a8c82096e0a5cb37bb566b498e5f26d41d364c5327f9"
 
 /-- The engine: tokens cap 16, request slots 2, 64 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
 def engine : Engine := ⟨16, 2, 64, 4, 0, false, false⟩

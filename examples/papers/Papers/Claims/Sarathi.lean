@@ -19,7 +19,7 @@ namespace Papers.Claims.Sarathi
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "92b43d15d8de3ff5b494be46ec28d33a1320c1896023c925d2127e6dfab9db38"
+def irDigest : String := "129f18ee1fe1bbcce31d9ac73d409671a96b07dd267392a2a193639e99af17a0"
 
 /-- The engine: tokens cap 256, request slots 32, 1024 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
 def engine : Engine := ⟨256, 32, 1024, 16, 0, false, false⟩

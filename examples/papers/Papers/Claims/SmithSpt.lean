@@ -19,7 +19,7 @@ namespace Papers.Claims.SmithSpt
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "0b4a6288ba02047ca3e0fe63ccca357da2924ea30b040650e7306f00f2c2c9ed"
+def irDigest : String := "f0c6a9c0a84528e8d65ae0edf35c8a743e5620aa75f35b8365832be70eda80ee"
 
 /-- The engine: tokens cap 16, request slots 1, 256 KV blocks of 4 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
 def engine : Engine := ⟨16, 1, 256, 4, 0, false, false⟩
