@@ -116,4 +116,5 @@ def test_an_input_may_give_the_closed_population(tmp_path):
     prog = tmp_path / "closed.sq"
     prog.write_text((REPO / "examples/multi-turn/closed.sq").read_text())
     data = json.loads(run("ir", str(prog), "--set", "sessions=7").output)
-    assert data["workload"]["arrival"] == {"kind": "closed", "sessions": 7}
+    assert data["workload"]["arrival"] == {"kind": "closed", "sessions": 7,
+                                           "at": {"file": "closed.sq", "line": 14, "col": 5}}
