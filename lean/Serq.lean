@@ -5,6 +5,7 @@ public import Serq.Exec
 public import Serq.Full
 public import Serq.Within
 public import Serq.Rate
+public import Serq.RateCost
 public import Serq.Spt
 public import Serq.OneAtATime
 public import Serq.Claims

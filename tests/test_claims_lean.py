@@ -52,6 +52,32 @@ def test_the_token_rate_fails_when_an_iteration_is_shorter_than_a_step(tmp_path)
     assert claims["bounded"]["result"] == "holds"
 
 
+SARATHI_RATE_CLAIM = "claim token_rate: every iteration of llm (served <= B * now);"
+
+
+@pytest.mark.parametrize("cost, period, rate, result", [
+    # affine: an iteration of x tokens lasts 4 + x, a full one T = 4 + B (Serq.RateCost.affine_rate)
+    ("4 + batch.tokens", "(4 + B)", "0.05", "holds"),
+    ("4 + batch.tokens", "(4 + B)", "5", "holds"),
+    # tiled: 2 per started tile of 128 plus 1 per token, the budget two tiles (tiled_rate, m = 2)
+    ("2 * ceil(batch.tokens / 128) + batch.tokens", "(2 * 2 + B)", "5", "holds"),
+    # a period longer than a full iteration's time: the saturated engine serves faster than claimed
+    ("4 + batch.tokens", "(5 + B)", "5", "fails"),
+], ids=["affine-light", "affine-saturated", "tiled-saturated", "affine-period-too-long"])
+def test_the_token_rate_with_an_iteration_cost_on_the_simulated_path(tmp_path, cost, period, rate, result):
+    """Issue 14, result 1 with the iteration's cost: `served * T <= B * now` for T the time of a full
+    iteration, which Serq.RateCost proves for every run whose iterations are within the budget and
+    last their cost; the interpreter reports it on Sarathi's engine."""
+    source = (PAPERS / "sarathi.sq").read_text()
+    assert SARATHI_RATE_CLAIM in source and "execute (1);" in source
+    program = tmp_path / "sarathi_cost.sq"
+    program.write_text(source.replace("execute (1);", f"execute ({cost});").replace(
+        SARATHI_RATE_CLAIM, f"claim token_rate: every iteration of llm (served * {period} <= B * now);"))
+    claims = _run_json(program, "--arrivals", "300", "--seed", "3", "--", f"rate={rate}")
+    assert claims["token_rate"]["result"] == result
+    assert claims["bounded"]["result"] == "holds"
+
+
 def test_li_dai_peng_claims_on_the_simulated_path():
     # four requests of 8 + 4 tokens at 0, budget 16, cap 2: iteration 0 prefills two (16 tokens);
     # iteration 1 (time 1) decodes them (2 tokens) while 4 * 11 - 16 = 28 arrived tokens wait
