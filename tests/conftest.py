@@ -50,6 +50,12 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+    from helpers import DRT_SUMMARY
+
+    if DRT_SUMMARY:
+        terminalreporter.write_sep("=", "differential testing (tests/drt)")
+        for line in DRT_SUMMARY:
+            terminalreporter.write_line(line)
     if _skipped_lean:
         terminalreporter.write_sep(
             "!", f"{len(_skipped_lean)} Lean test(s) SKIPPED: no Lean toolchain; "

@@ -11,6 +11,14 @@ from serq.link import link_file
 
 REPO = Path(__file__).resolve().parent.parent
 
+#: What the differential tests checked, a line each (cases, divergences, seconds), printed in the
+#: run's summary by tests/conftest.py, so that CI's log says how many cases agreed.
+DRT_SUMMARY: list[str] = []
+
+
+def report_drt(line: str) -> None:
+    DRT_SUMMARY.append(line)
+
 
 def program(decls: str = "", server: str = "run svc (cost(svc, s));", workload: str | None = None,
             prelude: str = "") -> str:

@@ -12,12 +12,13 @@ draws derandomized (the same cases every run: the planted bugs' counts never dep
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from helpers import REPO
+from helpers import REPO, report_drt
 from serq.leangen.drt import Case, check_in_lean, observe, shrink, shrink_candidates, write_reproducer
 from serq.leangen.fragment import engine_program
 from strategies import cases
@@ -43,6 +44,7 @@ def test_lean_agrees():
     if len(COLLECTED) < DRT_CASES:
         test_interpreter_runs_generated_cases()
     assert len(COLLECTED) >= DRT_CASES
+    t0 = time.monotonic()
     failures = check_in_lean(COLLECTED)
     if failures:
         first = min(failures, key=lambda f: f.case.size())
@@ -52,6 +54,8 @@ def test_lean_agrees():
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} cases diverge; the smallest found is in {folder} "
                     f"(serq run {program} --instance {folder}/instance.json); Lean said: "
                     f"{first.message[:500]}")
+    report_drt(f"engine model, decide +kernel: {len(COLLECTED)} generated cases, 0 divergences, "
+               f"{time.monotonic() - t0:.0f} s")
 
 
 def _interpreter_for_shrink(program, base):
@@ -112,8 +116,11 @@ def test_planted_bug_is_caught():
     _collect_planted()
     for bug, ids in PLANTED_BY.items():
         assert len(ids) >= 2, f"the generator rarely exercises {bug.__name__}"
+    t0 = time.monotonic()
     failures = check_in_lean(PLANTED)
     assert {f.case_id for f in failures} == {i for i, _, _ in PLANTED}
+    report_drt(f"engine model, planted bugs: {len(PLANTED_BY)} bugs, all {len(PLANTED)} of their cases refuted, "
+               f"{time.monotonic() - t0:.0f} s ({', '.join(sorted(b.__name__ for b in PLANTED_BY))})")
 
 
 @pytest.mark.lean

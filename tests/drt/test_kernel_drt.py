@@ -23,7 +23,7 @@ from contextlib import contextmanager
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from helpers import REPO
+from helpers import REPO, report_drt
 from kernel_strategies import kernel_case, kernel_cases
 from serq.ir import models as ir
 from serq.ir.validate import validate
@@ -64,14 +64,15 @@ def test_lean_agrees_on_generated_kernel_programs():
     answers = sum(len(s.answers) for _, _, o in COLLECTED for s in o.sessions)
     observations = sum(len(s.observations) for _, _, o in COLLECTED for s in o.sessions)
     assert answers > KERNEL_DRT_CASES and observations > KERNEL_DRT_CASES  # the cases do something
+    t0 = time.monotonic()
     failures = check_kernel_in_lean(COLLECTED)
     if failures:
         first = min(failures, key=lambda f: f.case.size())
         path = write_kernel_reproducer(first.case, first.observed, FAILURES / f"kernel{first.case_id}")
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} kernel cases diverge; the smallest is {path} "
                     f"(serq run {path}); Lean said: {first.message[:500]}")
-    print(f"kernel DRT: {len(COLLECTED)} generated programs, {answers} turns, {observations} observations; "
-          "0 divergences")
+    report_drt(f"kernel, decide +kernel: {len(COLLECTED)} generated programs ({answers} turns, {observations} "
+               f"observations), 0 divergences, {time.monotonic() - t0:.0f} s")
 
 
 # ------------------------------------------------------------------ planted bugs
@@ -344,10 +345,13 @@ def test_planted_kernel_bugs_are_caught():
         for _, case, wrong in _planted_cases(bug):
             bug_of[len(items)] = bug
             items.append((len(items), case, wrong))
+    t0 = time.monotonic()
     caught = {f.case_id for f in check_kernel_in_lean(items)}
     missed = {bug_of[i] for i in bug_of if i not in caught}
     assert not missed, f"planted bugs with cases Lean did not refute: {sorted(missed)}"
     assert caught == set(bug_of)
+    report_drt(f"kernel, planted bugs: {len(PLANTED)} bugs, all {len(items)} of their cases refuted by decide "
+               f"+kernel, {time.monotonic() - t0:.0f} s ({', '.join(sorted(PLANTED))})")
 
 
 def test_a_kernel_reproducer_reruns(tmp_path):
@@ -398,8 +402,9 @@ def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
                     f"(kernel_case(random.Random({seed})), written to {path})")
     assert set(verdict.diverging) == {i for i, _, _ in planted}, "a planted bug was not caught"
     assert verdict.agreeing == len(items)
-    print(f"kernel DRT, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}) agree, "
-          f"{len(planted)} planted-bug cases diverge; interpreter {python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
+    report_drt(f"kernel, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}), "
+               f"0 divergences; {len(planted)} planted-bug cases diverge as they must; interpreter "
+               f"{python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
 
 
 def test_the_compiled_driver_declares_the_modules_own_definitions():
