@@ -122,5 +122,5 @@ def _check_settings(program: ir.Program, seed, horizon, warmup, arrivals, origin
 
 
 def _fmt(v) -> str:
-    from serq.sim.engine import _num
-    return _num(v)
+    from serq.sim.errors import shown
+    return shown(v)

@@ -8,11 +8,12 @@ from heapq import heappush
 from serq.ir import models as ir
 from serq.link.fold import fold
 from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve
-from serq.sim.errors import RunError
+from serq.sim.errors import RunError, shown as _num
 from serq.sim.pools import PoolMember
 from serq.sim.stages import DelayStage, FifoStage, FlowNet, PsStage, SharedStage
 from serq.sim.steps import ADMIT, BRANCH, SERVE, SET, StepSpec, StepStage
 from serq.sim.stats import Gauge, SampleSet
+from serq.sim.threads import READY, MainThread
 
 
 class ClaimState:
@@ -130,19 +131,22 @@ def build(E) -> None:
             when = pc.function("_spw_", ("E",), pc.expr(p.spill.when, env))
             sp = (tier, stage, cost, when)
         late_pool.append((p.name, qk, pk, ek, sp))
-    # -- observations
+    # -- observations: each name's sample set made when the compiler first meets it (the generated code
+    # may append to its values directly)
+    claimed = {n.name for c in program.claims for n in ir.walk(c.value) if isinstance(n, ir.Observed)}
+    meta = E.keep_samples
     E.observe_names = []
     E.observe_idx = {}
+    E.observes = []
 
     def observe_index(name: str) -> int:
         if name not in E.observe_idx:
             E.observe_idx[name] = len(E.observe_names)
             E.observe_names.append(name)
+            E.observes.append(SampleSet(name, meta, name in claimed))
         return E.observe_idx[name]
     E.observe_index = observe_index
-    claimed = {n.name for c in program.claims for n in ir.walk(c.value) if isinstance(n, ir.Observed)}
     # -- what the client sees (the generated code records into these)
-    meta = E.keep_samples
     E.client_response = SampleSet("response", meta, "response" in claimed)
     E.client_ttft = SampleSet("ttft", meta, "ttft" in claimed)
     E.client_tpot = SampleSet("tpot", meta, "tpot" in claimed)
@@ -228,7 +232,6 @@ def build(E) -> None:
     E.givens = [cs for cs in claim_states if cs.given is not None]
     E.gap_fn = resolve(gap_fn, ns) if gap_fn is not None else None
     # -- statistics
-    E.observes = [SampleSet(n, meta, n in claimed) for n in E.observe_names]
     # a claim's `count(response)` reads the program's own `observe response` when it has one (the
     # reference keeps the program's observation beside the client's, under its own name)
     E.claim_values = {"response": E.client_response, "ttft": E.client_ttft, "tpot": E.client_tpot}
@@ -283,7 +286,6 @@ def _start(E) -> None:
             ready = E.ready
             new = object.__new__
             from serq.limits import LIVE_LIMIT as live_limit
-            from serq.sim.engine import READY, MainThread
 
             def poisson(_arg, _seq):
                 serial = E.n_arrived
@@ -375,12 +377,6 @@ def _all_nodes(program: ir.Program):
         yield from ir.walk(p)
     for c in program.claims:
         yield from ir.walk(c)
-
-
-def _num(v):
-    from serq.sim.engine import _num as n
-    return n(v)
-
 
 
 # ------------------------------------------------------------------ step stages

@@ -104,6 +104,14 @@ def _fnum(v: float) -> str:
     return repr(v)
 
 
+def _constant_uniform(e) -> tuple[float, float] | None:
+    """(a, b) of a `~uniform(a, b)` with numbers for bounds that rng.site_uniform accepts, else None."""
+    if e.dist != "uniform" or not all(isinstance(x, ir.Num) for x in e.args):
+        return None
+    a, b = (float(x.value) for x in e.args)
+    return (a, b) if a <= b and math.isfinite(a) and math.isfinite(b) else None
+
+
 def _fn_wrapper(name: str):
     def f(*args):
         return apply_function(name, [float(a) for a in args])
@@ -332,9 +340,10 @@ class ProgramCompiler:
                 key = env.stream[5:]
                 if e.dist == "det":
                     return f"float({args[0]})"
-                if (e.dist == "exp" and env.hoist is not None and isinstance(e.args[0], ir.Num)
-                        and 0 <= float(e.args[0].value) < math.inf):
-                    # inline: the same numbers as rng.site_exp, without a call
+                uniform = _constant_uniform(e)
+                if env.hoist is not None and (uniform is not None or (
+                        e.dist == "exp" and isinstance(e.args[0], ir.Num) and 0 <= float(e.args[0].value) < math.inf)):
+                    # inline: the same numbers as rng.site_exp and rng.site_uniform, without a call
                     t = self.mod.fresh("_d")
                     c = site_offset(j)
                     mix = [
@@ -350,7 +359,11 @@ class ProgramCompiler:
                                *("    " + line for line in mix)]
                     else:
                         env.key_read = True
-                    env.hoist += [*mix, f"{t} = {-float(e.args[0].value)!r} * _log(1.0 - _u)"]
+                    if uniform is not None:  # a + (b - a)·u, b - a folded (the same subtraction)
+                        a, b = uniform
+                        env.hoist += [*mix, f"{t} = {a!r} + {b - a!r} * _u"]
+                    else:
+                        env.hoist += [*mix, f"{t} = {-float(e.args[0].value)!r} * _log(1.0 - _u)"]
                     return t
                 env.key_read = True
                 return f"_sd_{e.dist}({key}, {j}, {', '.join(args)})"
@@ -504,7 +517,15 @@ class ProgramCompiler:
             emit(ind, f"A[{s.name!r}] = {value}")
         elif k == "observe":
             idx = self.engine.observe_index(s.name)
-            if self.engine.observe_log is None:  # (E.observe, written out: a call saved per observation)
+            samples = self.engine.observes[idx]
+            if self.engine.observe_log is None and not samples.meta and samples.all is None:
+                # (SampleSet.record, written out for a set that keeps values alone: a call saved per observation)
+                append = self.mod.bind("_obs_append_", samples.values.append)
+                v = self.mod.fresh("_v")
+                emit(ind, f"{v} = float({value})")
+                emit(ind, f"if E.now >= {self.engine.warmup!r}:")
+                emit(ind + 1, f"{append}({v})")
+            elif self.engine.observe_log is None:  # (E.observe, written out: a call saved per observation)
                 emit(ind, f"E.observes[{idx}].record({value}, E.now, T.sess, E.warmup)")
             else:
                 emit(ind, f"E.observe({idx}, {value}, T)")

@@ -221,12 +221,17 @@ def serve_grouped(st) -> None:
     # given back, can end that
     token_sum_whole = True
     ended = False
+    # the first member the walk has not reached, bisect_right(adms, G.mark), kept as the walk moves
+    # the mark; -1 once a call may have taken members out of the group (a growth that preempts, a
+    # member leaving): found again then
+    i0 = 0
     for J in visits:
         if J.sched > 0.0 or J.gone:
             continue
         # the members before J that the walk has not reached: each takes one token while the
         # budget lasts
-        i0 = bisect_right(adms, G.mark)
+        if i0 < 0:
+            i0 = bisect_right(adms, G.mark)
         i1 = bisect_left(adms, J.adm)
         if i1 > i0:
             count = i1 - i0
@@ -234,9 +239,11 @@ def serve_grouped(st) -> None:
                 budget -= count
                 n += count
                 G.mark = adms[i1 - 1]
+                i0 = i1
             else:
                 budget, n, ended = _budget_ends_among(st, i0, i1, budget, n, kvd)
                 kvd = 0.0
+                i0 = -1
                 if ended:
                     break
         if J.since != NOT_A_MEMBER:  # a member due for attention
@@ -270,6 +277,7 @@ def serve_grouped(st) -> None:
                             st.budget = budget
                             st._add_decodes(n, kvd)
                             n = kvd = 0.0
+                            i0 = -1
                             if growths:
                                 growing.grow_holds(growths)
                                 growing, growths, grown = None, [], 0.0
@@ -311,9 +319,12 @@ def serve_grouped(st) -> None:
                 budget -= 1.0
                 n += 1.0
                 G.mark = J.adm
+                if i0 >= 0:  # (J is adms[i1])
+                    i0 = i1 + 1
                 continue
             # its last token, or the budget is short of a token: it is visited as any resident
             leave(st, J, True)
+            i0 = -1
         if J.dec and budget >= 1.0 and J.rem > 0.0:
             a = J.alloc
             if a is not None:
@@ -324,6 +335,7 @@ def serve_grouped(st) -> None:
                     st.budget = budget
                     st._add_decodes(n, kvd)
                     n = kvd = 0.0
+                    i0 = -1
                     if growths:
                         growing.grow_holds(growths)
                         growing, growths, grown = None, [], 0.0
@@ -352,12 +364,14 @@ def serve_grouped(st) -> None:
             growing.grow_holds(growths)
             growing, growths, grown = None, [], 0.0
         st.serve_one(J)
+        i0 = -1
         budget = st.budget
         token_sum_whole = st.b_tok % 1.0 == 0.0
     if growths:
         growing.grow_holds(growths)
     if not ended:
-        i0 = bisect_right(adms, G.mark)
+        if i0 < 0:
+            i0 = bisect_right(adms, G.mark)
         i1 = len(adms)
         if i1 > i0:  # the members after the last visit
             count = i1 - i0

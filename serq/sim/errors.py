@@ -34,3 +34,14 @@ class Refused(Exception):
 
 class Unsupported(Exception):
     """A construct this interpreter does not run yet (a step stage's iterations)."""
+
+
+def shown(v) -> str:
+    """A number as a message shows it (the language's literal: serq.link.consts.format_number)."""
+    from serq.link.consts import format_number  # (lazily: a run that reports no error never needs it)
+    try:
+        if v != v:
+            return "NaN"
+        return format_number(float(v))
+    except (TypeError, ValueError, OverflowError):
+        return repr(v)

@@ -121,7 +121,7 @@ def run_program(program, base_dir=None, *, stage: str | None = None, member: int
 
 def _standing(S) -> str:
     """Where an unanswered turn's session stands as the run ends."""
-    from serq.sim.engine import AT_STAGE, GROWING, QUEUED
+    from serq.sim.threads import AT_STAGE, GROWING, QUEUED
     if S.stuck:
         return "stuck"
     state = S.state

@@ -18,9 +18,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from math import ceil, floor
 from dataclasses import dataclass
 
-from serq.sim.errors import RunError
+from serq.sim.errors import RunError, shown as _show
 
 
 @dataclass
@@ -182,12 +183,12 @@ class PoolMember:
     def up(self, u: float) -> float:
         if self.block is None:
             return u
-        return math.ceil(u / self.bs) * self.bs if u != math.inf else u
+        return ceil(u / self.bs) * self.bs if u != _INF else u
 
     def down(self, u: float) -> float:
         if self.block is None:
             return u
-        return math.floor(u / self.bs) * self.bs if u != math.inf else u
+        return floor(u / self.bs) * self.bs if u != _INF else u
 
     # -- observables
     def cached_of(self, T) -> float:
@@ -350,10 +351,12 @@ class PoolMember:
                 if self.used + self.cached <= self.cap:
                     break
                 self._evict_from(e)
-        else:  # release order: the entries' own (a dict keeps it); the oldest, again, until they fit
+        elif self.spill is not None:  # release order: the entries' own (a dict keeps it); the oldest first
             entries = self.entries
             while entries and self.used + self.cached > self.cap:
                 self._evict_from(next(iter(entries.values())))
+        else:
+            self._evict_in_release_order()
         if self.cached < 1e-9:
             self.cached = 0.0 if not self.entries else self.cached
 
@@ -376,6 +379,38 @@ class PoolMember:
             del self.entries[e.seq]
             if not e.dead and self.live.get(e.serial) is e:
                 del self.live[e.serial]
+
+    def _evict_in_release_order(self) -> None:
+        """`_evict_from` the oldest entry, again, until the allocations and the cache fit, for a pool
+        that spills nothing: written out (an engine's KV pool full of cache evicts at every admission
+        and every growth), the same operations on the same values in the same order."""
+        entries = self.entries
+        live = self.live
+        cap = self.cap
+        used = self.used
+        bs = self.bs
+        blocks = self.block is not None
+        cached = self.cached
+        while entries and used + cached > cap:
+            e = next(iter(entries.values()))
+            over = used + cached - cap
+            units = e.units
+            if blocks:
+                taken = ceil(over / bs) * bs
+                if not taken < units:  # (min(units, taken): the first of equals)
+                    taken = units
+            else:
+                taken = units
+            units = e.units = units - taken
+            cached -= taken
+            self.evicted_units += taken
+            self.evicted_total += taken
+            if units <= 0.0:
+                self.evicted_entries += 1
+                del entries[e.seq]
+                if not e.dead and live.get(e.serial) is e:
+                    del live[e.serial]
+        self.cached = cached
 
     def waiting_sessions(self) -> set:
         """`waiting` in an eviction key: the sessions with a hold waiting for admission to this member,
@@ -415,6 +450,9 @@ class PoolMember:
         }
 
 
+_INF = math.inf
+
+
 def _div(a: float, b: float):
     if not b:
         return None
@@ -425,13 +463,3 @@ def check_amount(v: float, what: str) -> float:
     if not v >= 0.0:
         raise RunError(f"{what} is {_show(v)}: an amount is not negative and not NaN")
     return v
-
-
-def _show(v) -> str:
-    from serq.link.consts import format_number
-    try:
-        if v != v:
-            return "NaN"
-        return format_number(float(v))
-    except (TypeError, ValueError, OverflowError):
-        return repr(v)

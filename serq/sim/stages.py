@@ -16,8 +16,7 @@ from collections import deque
 from heapq import heappop, heappush
 
 from serq.sim.errors import RunError
-
-READY, AT_STAGE = 1, 3  # (the thread states of serq.sim.engine a stage sets)
+from serq.sim.threads import AT_STAGE
 
 
 class StageMember:

@@ -37,10 +37,11 @@ from dataclasses import dataclass, field
 
 from serq.sim import decode_group
 from serq.sim.decode_group import NOT_A_MEMBER, DecodeGroup, admission, remove_sorted, serve_grouped
-from serq.sim.errors import RunError
+from serq.sim.errors import RunError, shown as _num
 from serq.sim.pools import check_amount
 from serq.sim.rng import DrawError
-from serq.sim.stages import AT_STAGE, READY, StageMember
+from serq.sim.stages import StageMember
+from serq.sim.threads import AT_STAGE, READY
 
 # iteration statements, compiled
 SERVE, ADMIT, BRANCH, SET = range(4)
@@ -671,10 +672,11 @@ class StepStage(StageMember):
         return True
 
     def head(self):
-        E = self.E
         for m in self.admits:
-            if m.queue:
-                return E.select_head(m)
+            q = m.queue
+            if q:
+                # (E.select_head(m), whose answer is the queue's head without `queue by`)
+                return q[0] if not m.queue_by else self.E.select_head(m)
         return None
 
     def admit_one(self):
@@ -895,8 +897,3 @@ def _div(a: float, b: float):
     if not b:
         return None
     return a / b
-
-
-def _num(v) -> str:
-    from serq.sim.engine import _num as n
-    return n(v)
