@@ -351,12 +351,10 @@ class PoolMember:
                 if self.used + self.cached <= self.cap:
                     break
                 self._evict_from(e)
-        elif self.spill is not None:  # release order: the entries' own (a dict keeps it); the oldest first
+        else:  # release order: the entries' own (a dict keeps it); the oldest, again, until they fit
             entries = self.entries
             while entries and self.used + self.cached > self.cap:
                 self._evict_from(next(iter(entries.values())))
-        else:
-            self._evict_in_release_order()
         if self.cached < 1e-9:
             self.cached = 0.0 if not self.entries else self.cached
 
@@ -379,38 +377,6 @@ class PoolMember:
             del self.entries[e.seq]
             if not e.dead and self.live.get(e.serial) is e:
                 del self.live[e.serial]
-
-    def _evict_in_release_order(self) -> None:
-        """`_evict_from` the oldest entry, again, until the allocations and the cache fit, for a pool
-        that spills nothing: written out (an engine's KV pool full of cache evicts at every admission
-        and every growth), the same operations on the same values in the same order."""
-        entries = self.entries
-        live = self.live
-        cap = self.cap
-        used = self.used
-        bs = self.bs
-        blocks = self.block is not None
-        cached = self.cached
-        while entries and used + cached > cap:
-            e = next(iter(entries.values()))
-            over = used + cached - cap
-            units = e.units
-            if blocks:
-                taken = ceil(over / bs) * bs
-                if not taken < units:  # (min(units, taken): the first of equals)
-                    taken = units
-            else:
-                taken = units
-            units = e.units = units - taken
-            cached -= taken
-            self.evicted_units += taken
-            self.evicted_total += taken
-            if units <= 0.0:
-                self.evicted_entries += 1
-                del entries[e.seq]
-                if not e.dead and live.get(e.serial) is e:
-                    del live[e.serial]
-        self.cached = cached
 
     def waiting_sessions(self) -> set:
         """`waiting` in an eviction key: the sessions with a hold waiting for admission to this member,
