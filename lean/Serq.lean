@@ -16,6 +16,7 @@ public import Serq.Requests
 public import Serq.Drift
 public import Serq.Oracle
 public import Serq.KernelMachine
+public import Serq.KernelMemory
 public import Serq.Kernel
 public import Serq.KernelFacts
 public import Serq.KernelCodec

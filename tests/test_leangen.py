@@ -310,6 +310,54 @@ PHASES_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 5, 4, 3), (4, 1, 
                      (12, 1, 0, 1, 1, 1, 20, 3)]
 
 
+# the engine's memory: a KV pool of cap 8 in blocks of 2 (`preempt none`), each request taking a slot and 2
+# units and growing them as its runs advance (`growing kv`), caching 4 at its end; two sessions prefill 3,
+# then decode 2 (s0) and 1 (s1). At 0 s0 is admitted (kv 2) and served 3, its hold grown to 4 (position 3);
+# s1 is admitted (kv 2, used 6) and takes the 1 left, within its 2 (0-1). At 1 s0 decodes (position 4: its 4
+# cover it) and s1 prefills its last 2, grown to 4 (used 8) (1-2). At 2 s0's decode needs a third block
+# (position 5): 8 + 2 > 8, so it waits, unserved (`preempt none`); s1 decodes (position 4) (2-3). At 3 s1's
+# turn is answered, its hold gives back 4 and caches 4 of its prefix (used 4); s0 grows to 6 (used 6) and
+# the cache gives way, 2 from the tail of s1's entry (6 + 4 > 8) (3-4); at 4 s0's turn is answered.
+KV_SOURCE = ("fn main() {\n  device gpu { kv cap 8; }\n  engine llm on gpu {\n    reqs cap 2;\n    tokens cap 4;\n"
+             "    request (p, o) {\n      prefill (p) growing kv;\n      decode (o) growing kv;\n      cache (4);\n    }\n"
+             "    schedule {\n      advance running each at most (3);\n"
+             "      admit waiting while (running.preempted == 0) each at most (3) taking reqs (1), kv (2);\n    }\n"
+             "    execute (1);\n  }\n  pool kv on gpu { block 2; evict lru; preempt none; }\n"
+             "  pool reqs on llm { queue fifo; }\n  workload { arrive batch(2); }\n  server { llm (3, 2 - serial); }\n}\n")
+KV_ANSWERS = {0: [(0, 1, 0, 4)], 1: [(1, 1, 0, 3)]}
+KV_TOKENS = {0: [(0, 1, 1, 0, 3)], 1: [(1, 1, 2, 1, 2)]}
+KV_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1, 0, 1, 2, 2, 7, 2), (3, 1, 0, 1, 1, 1, 8, 2)]
+
+
+# a preemption (`preempt lifo`, requeue at the head): a KV pool of cap 8 in blocks of 2, each request taking a
+# slot and 2 units with a reserve of 4, and observing `computed` at the top of its hold; two sessions
+# prefill 3 and decode 3. 0-1 and 1-2 as KV_SOURCE's (s0 grown to 4, s1 to 4: used 8). At 2 s0's decode
+# needs a third block (8 + 2 > 8): the victim is the resident admitted last, s1 (not yet served: nothing
+# back to the budget); its hold gives back its 4 and its slot, `computed` is its position 3, it is back at
+# the head of the slots' queue, and s0 grows to 6; no admission in an iteration that preempted (2-3). At 3
+# s0 decodes (position 6, within its 6); s1 does not fit (6 + its reserve 4 > 8) (3-4). At 4 s0's turn
+# is answered, s1 is admitted again and observes `computed` 3, its hold runs from its top: a prefill of 3
+# (grown to 4) (4-5), its first token is still the one of 2 (a prefill run again after a preemption samples
+# past it), then 3 decodes, grown to 6 at the second (5-6, 6-7, 7-8).
+PREEMPT_SOURCE = (KV_SOURCE.replace("preempt none", "preempt lifo")
+                  .replace("taking reqs (1), kv (2);", "taking reqs (1), kv (2) reserve (4);")
+                  .replace("      prefill (p) growing kv;", "      observe at = computed;\n      prefill (p) growing kv;")
+                  .replace("      cache (4);\n", "").replace("llm (3, 2 - serial)", "llm (3, 3)"))
+PREEMPT_ANSWERS = {0: [(0, 1, 0, 4)], 1: [(1, 1, 0, 8)]}
+PREEMPT_TOKENS = {0: [(0, 1, 1, 0, 3)], 1: [(1, 1, 2, 1, 7)]}
+PREEMPT_OBSERVATIONS = {0: [(0, 1, 0, 0, 0)], 1: [(1, 1, 0, 0, 0), (1, 1, 0, 4, 3)]}
+PREEMPT_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1, 0, 1, 1, 1, 7, 2),
+                      (3, 1, 0, 1, 1, 1, 8, 2), (4, 3, 3, 0, 1, 3, 9, 2), (5, 1, 0, 1, 1, 1, 12, 2),
+                      (6, 1, 0, 1, 1, 1, 13, 2), (7, 1, 0, 1, 1, 1, 14, 2)]
+
+
+def test_kernel_recorded_run_of_a_preemption_observes_computed(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded
+    _, program = _written(tmp_path, "preempt", PREEMPT_SOURCE)
+    sessions = recorded(program, kernel_program(program, tmp_path))
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == PREEMPT_OBSERVATIONS
+
+
 def _engine_program(folder: Path):
     return _written(folder, "one_engine", ENGINE_SOURCE)
 
@@ -329,7 +377,9 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
 
 @pytest.mark.parametrize("name, source, answers, tokens, iterations", [
     ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
-    ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS)])
+    ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
+    ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
+    ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS)])
 def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
                                                                               tokens, iterations):
     from serq.leangen.kernel import kernel_program, recorded_run
@@ -347,8 +397,8 @@ def test_kernel_export_of_an_engine(tmp_path):
     f, _ = _engine_program(tmp_path)
     r = CliRunner().invoke(main, ["lean", "export", str(f)])
     assert r.exit_code == 0, r.output
-    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none⟩]",
-                 "admitVia := [1]", ".step 0 false (.num 5)", ".step 0 true (.num 2)"):
+    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none, 0⟩]",
+                 "admitVia := [1]", ".step 0 false 0 (.num 5)", ".step 0 true 0 (.num 2)"):
         assert term in r.output, term
 
 
@@ -362,7 +412,7 @@ def test_kernel_export_of_a_serve_order(tmp_path, order, keys):
     _, program = _written(tmp_path, "p", ENGINE_SOURCE.replace("advance running each at most (3);",
                                                                 f"advance running {order} each at most (3);"))
     kp = kernel_program(program, tmp_path)
-    assert lean_engines(kp).endswith(f", {keys}, none, none⟩]")
+    assert lean_engines(kp).endswith(f", {keys}, none, none, 0⟩]")
 
 
 def test_kernel_export_of_only():
@@ -371,7 +421,7 @@ def test_kernel_export_of_only():
     folder = Path(tempfile.mkdtemp())
     _, program = _written(folder, "phases", PHASES_SOURCE)
     in_phase = "(.cond (.bin .gt (.stageVar 2) (.num 0)) (.stageVar 5) (.not (.stageVar 5)))"
-    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase})⟩]")
+    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase}), 1⟩]")
 
 
 @pytest.mark.parametrize("schedule, what", [
@@ -657,8 +707,8 @@ def test_kernel_binops_are_the_irs():
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
-    program, the pool-observables program and the three engines in one file (one Lean start-up, not
-    nine); the cache's and the observables' observations too, the engines' tokens and iterations."""
+    program, the pool-observables program and the five engines in one file (one Lean start-up, not
+    eleven); the cache's and the observables' observations too, the engines' tokens and iterations."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -669,18 +719,22 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, engine = _engine_program(tmp_path)
     _, by_remaining = _by_remaining_program(tmp_path)
     _, phases = _written(tmp_path, "phases", PHASES_SOURCE)
-    observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS}
+    _, kv_memory = _written(tmp_path, "kv_memory", KV_SOURCE)
+    _, preempt = _written(tmp_path, "preempt", PREEMPT_SOURCE)
+    observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS}
     # the engines' turns' tokens and iterations
     engine_runs = {"Engine": (ENGINE_TOKENS, ENGINE_ITERATIONS),
                    "ByRemaining": (BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
-                   "Phases": (PHASES_TOKENS, PHASES_ITERATIONS)}
+                   "Phases": (PHASES_TOKENS, PHASES_ITERATIONS), "KvMemory": (KV_TOKENS, KV_ITERATIONS),
+                   "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
             ("Renewal", renewal, tmp_path, RENEWAL_ANSWERS), ("Blocks", blocks, tmp_path, BLOCKS_ANSWERS),
             ("Cache", cache, tmp_path, CACHE_ANSWERS), ("Observables", observables, tmp_path, OBSERVABLES_ANSWERS),
             ("Engine", engine, tmp_path, ENGINE_ANSWERS), ("ByRemaining", by_remaining, tmp_path, BY_REMAINING_ANSWERS),
-            ("Phases", phases, tmp_path, PHASES_ANSWERS)):
+            ("Phases", phases, tmp_path, PHASES_ANSWERS), ("KvMemory", kv_memory, tmp_path, KV_ANSWERS),
+            ("Preempt", preempt, tmp_path, PREEMPT_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(

@@ -1,6 +1,6 @@
 module
 
-public import Serq.KernelMachine
+public import Serq.KernelMemory
 
 /-! # The kernel IR, interpreted: the run
 
@@ -28,7 +28,7 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
     | [] => m.put th
     | .submit :: k =>
       -- the turn starts: no token yet (`Engine.turn_start`)
-      exec p f { m with progress := setProgress m.progress th.serial ⟨0, 0, 0, 0⟩ }
+      exec p f { m with progress := setProgress m.progress th.serial ⟨0, 0, 0, 0, 0⟩ }
         { th with k := k, submitted := m.now, inTurn := true }
     | .answer :: k =>
       if th.inTurn then
@@ -39,9 +39,10 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
                              tokens := if g.first = 0 then th.tokens
                                        else ⟨th.serial, th.turns, g.first, g.firstStart, g.lastStart⟩ :: th.tokens }
       else exec p f m { th with k := k }
-    | .release held cache :: k =>
-      exec p f { m with pools := giveBack p.blocks th.serial (cacheKeep (m.view p th.serial) th.attrs m.now cache) m.pools held }
-        { th with k := k }
+    | .release held w :: k =>
+      -- the hold's end: its parts given back, caching per its clause; `computed` is 0 again (`hold_end`)
+      exec p f { m with pools := giveBack p.blocks th.serial (cacheKeep (m.view p th.serial) th.attrs m.now w.cache) m.pools held }
+        { th with k := k, attrs := setAt th.attrs p.computedAt 0 }
     | .stmts [] :: k => exec p f m { th with k := k }
     | .stmts (st :: rest) :: k =>
       match st with
@@ -67,14 +68,14 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
         let v := m.value p th w
         if v = 0 then exec p f m { th with k := .stmts rest :: k }   -- a run of zero work completes at once
         else (m.addJob p s th.serial v).put { th with k := .stmts rest :: k }
-      | .step s dec w =>
+      | .step s dec g w =>
         let v := m.value p th w
         if v = 0 then exec p f m { th with k := .stmts rest :: k }
         else
           -- a resident of the engine, in admission order (a thread never admitted takes a number now: `add_run`)
           let adm := if th.admNo = 0 then m.admSeq else th.admNo
           let es := getEngineState m.engines s
-          { m with engines := setEngineState m.engines s { es with residents := insertResident ⟨th.serial, v, dec, adm, 0⟩ es.residents },
+          { m with engines := setEngineState m.engines s { es with residents := insertResident ⟨th.serial, v, dec, adm, 0, g⟩ es.residents },
                    admSeq := if th.admNo = 0 then m.admSeq + 1 else m.admSeq }.put
             { th with admNo := adm, k := .stmts rest :: k }
       | .hold on reuse cache body =>
@@ -85,7 +86,7 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
           | [] => m.put { th with k := .stmts rest :: k }
           | h :: _ =>
             let q := getPool m.pools h.pool
-            let w : Waiter := ⟨th.serial, m.now, on, reuse, cache, body⟩
+            let w : Waiter := ⟨th.serial, m.now, on, reuse, cache, body, false⟩
             -- an engine's queue takes the holds of one instant in the order their turns were created
             let queue := if getAt p.admitVia h.pool = 0 then appendWaiter q.queue w
               else insertByCreation m.threads m.now th.created th.serial w q.queue
@@ -110,23 +111,17 @@ def fits (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) : Lis
     decide ((getPool v.pools h.pool).used + Nat.max (roundUp b (eval v attrs now 0 h.units)) (roundUp b (eval v attrs now 0 h.reserve))
       ≤ getAt v.caps h.pool) && fits blocks v attrs now hs
 
-/-- The units a hold takes, read at its admission, in whole blocks, and whether its release caches
-there (`caching`: the hold has a `cache` clause). -/
-def heldOf (blocks : List Nat) (caching : Bool) (v : PoolView) (attrs : List Nat) (now : Nat) : List HoldOn → List Held
-  | [] => []
-  | h :: hs =>
-    ⟨h.pool, roundUp (getAt blocks h.pool) (eval v attrs now 0 h.units), caching && h.caches, false⟩ ::
-      heldOf blocks caching v attrs now hs
-
 /-- A hold's admission, pool by pool in its order (`Engine.try_admit`): where it reuses (`caching`
 and the pool among the reuse clause's), it consumes of the session's live entry at most `ρ` (the
 `reuse` clause, read at admission; none: all of it) and at most its units, in whole blocks; it
 takes its units (one holder more); and the pool evicts until the allocations and the cache fit.
 The units are read as the admission found the pools (`v`: `Engine.try_admit` reads them all first).
-The `cached` attribute is what the first pool it reuses on consumed (`attr`, 0 until then: `first`). -/
+The `cached` attribute is what the first pool it reuses on consumed (`attr`, 0 until then: `first`).
+Returned with the hold's parts (`Held`, pool by pool): the units it took, whether its release caches
+there, and its position, the prefix it consumed (`Alloc(…, pos=consumed)`). -/
 def admitOn (blocks : List Nat) (v : PoolView) (caching : Bool) (rho : Option Nat) (attrs : List Nat)
-    (now : Nat) : Bool → Nat → List PoolState → List HoldOn → List PoolState × Nat
-  | _, attr, ps, [] => (ps, attr)
+    (now : Nat) : Bool → Nat → List PoolState → List HoldOn → List PoolState × Nat × List Held
+  | _, attr, ps, [] => (ps, attr, [])
   | first, attr, ps, h :: hs =>
     let b := getAt blocks h.pool
     let ur := roundUp b (eval v attrs now 0 h.units)
@@ -140,8 +135,9 @@ def admitOn (blocks : List Nat) (v : PoolView) (caching : Bool) (rho : Option Na
     let entries := if reusing && live.1 then consumeLive v.serial consumed q.entries else q.entries
     let used := q.used + ur
     let q' := { q with used := used, holders := q.holders + 1, entries := makeRoom (getAt v.caps h.pool) b used entries }
-    admitOn blocks v caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
+    let rest := admitOn blocks v caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
       (setPool ps h.pool q') hs
+    (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false⟩ :: rest.2.2)
 
 def reuseLimit (v : PoolView) (attrs : List Nat) (now : Nat) : Option Expr → Option Nat
   | none => none
@@ -151,13 +147,8 @@ def isSome : Option Expr → Bool
   | none => false
   | some _ => true
 
-def getKeys : List (List Expr) → Nat → List Expr
-  | [], _ => []
-  | x :: _, 0 => x
-  | _ :: xs, n + 1 => getKeys xs n
-
 def getWaiter : List Waiter → Nat → Waiter
-  | [], _ => ⟨0, 0, [], none, none, []⟩
+  | [], _ => ⟨0, 0, [], none, none, [], false⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getWaiter xs n
 
@@ -165,16 +156,6 @@ def removeWaiter : List Waiter → Nat → List Waiter
   | [], _ => []
   | _ :: xs, 0 => xs
   | x :: xs, n + 1 => x :: removeWaiter xs n
-
-/-- A waiting hold's keys, read now. -/
-def keysOf (v : PoolView) (attrs : List Nat) (now waited : Nat) : List Expr → List Nat
-  | [] => []
-  | k :: ks => eval v attrs now waited k :: keysOf v attrs now waited ks
-
-/-- `a` before `b` in the order of the keys (compared in order; equal keys: neither). -/
-def keysBefore : List Nat → List Nat → Bool
-  | x :: xs, y :: ys => decide (x < y) || (x == y && keysBefore xs ys)
-  | _, _ => false
 
 /-- The index of the waiting hold the queue's keys select: the least keys, ties to the one that
 joined first (`best` is the index of the best so far, `bk` its keys, `i` the index of the next). -/
@@ -193,6 +174,8 @@ def select (p : Program) (m : Machine) (i : Nat) (q : List Waiter) : Nat :=
   | [], _ => 0
   | _, [] => 0
   | keys, w :: ws =>
+    -- a hold a preemption put back at the head goes first (`select_head`)
+    if w.head then 0 else
     selectIn p m keys ws 1 0 (keysOf (m.view p w.thread) (getThread m.threads w.thread).attrs m.now (m.now - w.joined) keys)
 
 def countHoldOns : List HoldOn → Nat
@@ -208,14 +191,13 @@ def Machine.admitWaiter (p : Program) (m : Machine) (i j : Nat) : Machine :=
   let th := getThread m.threads w.thread
   let found := m.view p th.serial   -- the pools as the admission finds them
   let caching := isSome w.cache
-  let held := heldOf p.blocks caching found th.attrs m.now w.on
   let out := setPool m.pools i { q with queue := removeWaiter q.queue j }
   -- the `reuse` clause is read once the hold is out of the queue, before it takes anything
   let r := admitOn p.blocks found caching (reuseLimit ⟨p.caps, out, th.serial, []⟩ th.attrs m.now w.reuse) th.attrs m.now
     true 0 out w.on
   { m with pools := r.1, admSeq := m.admSeq + countHoldOns w.on }.put
-    { th with attrs := setAt th.attrs p.cachedAt r.2, admNo := m.admSeq,
-              k := .stmts w.body :: .release held w.cache :: th.k }
+    { th with attrs := setAt th.attrs p.cachedAt r.2.1, admNo := m.admSeq,
+              k := .stmts w.body :: .release r.2.2 w :: th.k }
 
 /-- Admit the heads of pool `i`'s queue while each fits (the head is the hold `select` offers;
 the first that does not fit blocks the rest); an admitted thread is ready, its hold's body next. The flag: something was admitted. -/
@@ -289,67 +271,68 @@ def byAdmission : List Resident → List Resident → List Resident
   | acc, [] => acc
   | acc, r :: rs => byAdmission (insertResident r acc) rs
 
-/-- Thread `t`'s resident (a thread is at most one engine's resident at a time). -/
-def residentOf (t : Nat) : List Resident → Option Resident
-  | [] => none
-  | r :: rs => if r.thread == t then some r else residentOf t rs
-
 /-- An `only (p)` predicate lets resident `r` be served (`StepStage._only`: p read for it, from what
 a serve key reads, is not 0); no predicate lets every resident. -/
 def lets (p : Program) (m : Machine) (running : List Nat) (r : Resident) : Option Expr → Bool
   | none => true
   | some e => eval (residentView p m running r) (getThread m.threads r.thread).attrs m.now 0 e != 0
 
-/-- `advance running [only (p)]` over residents in the order they are served: each the predicate
-lets gets one token if it decodes, else its remainder up to the chunk and the budget, while budget is
-left (the first that finds none ends the serving); each it does not is passed over and keeps what it
-has (`StepStage.serve`, `_serve_in_order` without a predicate). -/
-def serveLetting (p : Program) (m : Machine) (running : List Nat) (chunk : Nat) (only : Option Expr) :
-    Batch → List Resident → Batch × List Resident
-  | b, [] => (b, [])
-  | b, r :: rs =>
-    if b.budget = 0 then (b, r :: rs) else
-    if lets p m running r only then
-      let n := tokensFor chunk b.budget r
-      let rest := serveLetting p m running chunk only (b.serve r n) rs
-      (rest.1, { r with sched := n } :: rest.2)
-    else
-      let rest := serveLetting p m running chunk only b rs
-      (rest.1, r :: rest.2)
+def threadsOf : List Resident → List Nat
+  | [] => []
+  | r :: rs => r.thread :: threadsOf rs
+
+/-- `advance running [only (p)]` of engine `s` over its residents' threads in the order they are served
+(`StepStage.serve`, `_serve_in_order` without a predicate): while budget is left, each resident still
+running (a preemption takes victims out) that the predicate lets (read as the running requests stand)
+takes one token if it decodes, else its remainder up to the chunk and the budget, once its growing hold
+has grown to cover them (`Machine.serveOne`: a growth that does not fit under `preempt none` passes it
+over; one that preempts the grower itself ends the serving); each the predicate does not let is passed
+over and keeps what it has. -/
+def serveIn (p : Program) (s chunk : Nat) (only : Option Expr) : List Nat → Machine → Batch → Machine × Batch
+  | [], m, b => (m, b)
+  | t :: ts, m, b =>
+    if b.budget = 0 then (m, b) else
+    match residentOf t (getEngineState m.engines s).residents with
+    | none => serveIn p s chunk only ts m b
+    | some r =>
+      if r.sched != 0 || !lets p m (runningOf p m s) r only then serveIn p s chunk only ts m b else
+      let g := m.serveOne p s b r (tokensFor chunk b.budget r)
+      if g.2.2 = 2 then (g.1, g.2.1) else serveIn p s chunk only ts g.1 g.2.1
 
 /-- `advance running [only (p)] [by (keys)]`: the residents served in the serve order (no keys:
-admission order), returned in admission order. The predicate, like the keys, is read as the
-iteration starts: nothing the fragment's serving does changes what it reads. -/
-def serveOrdered (p : Program) (m : Machine) (running : List Nat) (chunk : Nat) (only : Option Expr) (b : Batch) :
-    List Expr → List Resident → Batch × List Resident
-  | [], rs => serveLetting p m running chunk only b rs
-  | keys@(_ :: _), rs =>
-    let served := serveLetting p m running chunk only b (orderResidents p m running keys [] rs)
-    (served.1, byAdmission [] served.2)
+admission order; the keys, like the predicate's `running.*`, read as the iteration starts: a
+`serq.leangen.kernel` refuses keys that read `running.*` on an engine whose memory preempts, the one
+thing that changes them while it serves). -/
+def serveOrdered (p : Program) (s : Nat) (m : Machine) (running : List Nat) (chunk : Nat) (only : Option Expr) (b : Batch) :
+    List Expr → List Resident → Machine × Batch
+  | [], rs => serveIn p s chunk only (threadsOf rs) m b
+  | keys@(_ :: _), rs => serveIn p s chunk only (threadsOf (orderResidents p m running keys [] rs)) m b
 
 /-- The hold at `j` of pool `i`'s queue admitted by engine `s` (`admit_one`): its thread runs at once
-until it blocks, and the run it started on the engine, if any, is served at once. -/
+until it blocks, and the run it started on the engine, if any, is served at once if `only (q)` lets it
+(read for it as the running requests stand: it among them), its hold grown to cover its tokens
+(`Machine.serveOne`, which may preempt). -/
 def admitOne (p : Program) (f s chunk i j : Nat) (only : Option Expr) (m : Machine) (b : Batch) : Machine × Batch :=
   let w := getWaiter (getPool m.pools i).queue j
   let m1 := m.admitWaiter p i j
   let m2 := exec p f m1 (getThread m1.threads w.thread)
-  let es := getEngineState m2.engines s
-  -- `only (q)` read for the run the thread started, the running requests as they stand: it among them
-  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m2.pools]
-  let letIn := match residentOf w.thread es.residents with
-    | some r => lets p m2 running r only
-    | none => false
-  let served := if letIn then serveThread chunk w.thread b es.residents else (b, es.residents)
-  ({ m2 with engines := setEngineState m2.engines s { es with residents := served.2 } }, served.1)
+  match residentOf w.thread (getEngineState m2.engines s).residents with
+  | some r =>
+    if lets p m2 (runningOf p m2 s) r only then
+      let g := m2.serveOne p s b r (tokensFor chunk b.budget r)
+      (g.1, g.2.1)
+    else (m2, b)
+  | none => (m2, b)
 
-/-- `admit waiting` of engine `s` (`StepStage.admit`): while budget is left, the head of the first
-queue it admits with a hold waiting (`select`) is admitted if it fits (else the admissions end), its
-thread runs at once until it blocks (`exec`), and the run it started on the engine, if any, is served
-at once. -/
-def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) : Nat → Machine → Batch → Machine × Batch
+/-- `admit waiting` of engine `s` (`StepStage.admit`): while budget is left (and, `gated`, no
+preemption happened in the iteration: `while (running.preempted == 0)` read before each), the head of
+the first queue it admits with a hold waiting (`select`) is admitted if it fits (else the admissions
+end), its thread runs at once until it blocks (`exec`), and the run it started on the engine, if any,
+is served at once. -/
+def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Bool) : Nat → Machine → Batch → Machine × Batch
   | 0, m, b => ({ m with outOfFuel := true }, b)
   | f + 1, m, b =>
-    if b.budget = 0 then (m, b) else
+    if b.budget = 0 || (gated && b.preempted != 0) then (m, b) else
     match firstQueue s 0 p.admitVia m.pools with
     | none => (m, b)
     | some i =>
@@ -359,30 +342,32 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) : Nat → Ma
       let th := getThread m.threads w.thread
       if fits p.blocks (m.view p th.serial) th.attrs m.now w.on then
         let r := admitOne p f s chunk i j only m b
-        admitWaiting p s chunk only f r.1 r.2
+        admitWaiting p s chunk only gated f r.1 r.2
       else (m, b)
 
 /-- Engine `s` (of clauses `eng`) plans an iteration (`StepStage.start`, vLLM's schedule
 `advance running [only (p)] [by (keys)]; admit waiting [only (q)] while (running.preempted == 0);`):
 the budget and the chunk read once, the residents p lets served in the serve order, then the waiting
-admitted with the budget left, each served at once if q lets it. An
-iteration that schedules no token is none (the engine waits for the next event); else it lasts
-`execute` over the batch (0 is the program's error, `failed`), its record is kept, and its end is
-set. -/
+admitted with the budget left, each served at once if q lets it (under the default schedule, none in an
+iteration whose serving preempted: `admitGate`). An iteration that schedules no token and preempted
+none is none (the engine waits for the next event); else it lasts `execute` over the batch (0 for
+tokens is the program's error, `failed`; the step that only preempted may last 0), its record is kept,
+and its end is set. -/
 def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Machine :=
   let es := getEngineState m.engines s
   let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
-  let served := serveOrdered p m running chunk eng.serveOnly ⟨budget, 0, 0, 0⟩ eng.order es.residents
-  let planned := admitWaiting p s chunk eng.admitOnly f { m with engines := setEngineState m.engines s { es with residents := served.2 } } served.1
+  let served := serveOrdered p s m running chunk eng.serveOnly ⟨budget, 0, 0, 0, 0⟩ eng.order es.residents
+  let planned := if eng.admitGate = 0 && served.2.preempted != 0 then served
+    else admitWaiting p s chunk eng.admitOnly (eng.admitGate == 1) f served.1 served.2
   let m' := planned.1
   let b := planned.2
   let es' := getEngineState m'.engines s
-  if b.tokens = 0 then m' else
+  if b.tokens = 0 && b.preempted = 0 then m' else
   let nres := countResidents es'.residents
   let cost := eval (engineView p m' [b.tokens, b.prefilled, b.decoders, nres, waitingIn s p.admitVia m'.pools]) [] m'.now 0 eng.cost
-  if cost = 0 then { m' with failed := true } else
+  if cost = 0 && b.tokens != 0 then { m' with failed := true } else
   let record : Iteration := ⟨m'.now, b.tokens, b.prefilled, b.decoders, nres, demandOf chunk es'.residents, es'.served, m'.arrived⟩
   let running' : EngineState :=
     { es' with busy := true, start := m'.now, served := es'.served + b.tokens, records := record :: es'.records }
@@ -439,10 +424,12 @@ def fire (p : Program) (m : Machine) : Wake → Machine
     if s + 1 < p.sessions then m'.setTimer (m.now + p.gap) (.arrival (s + 1)) else m'
   | .iterationEnd s =>
     -- the tokens applied; the threads whose run ended are ready, in the batch's order
+    -- (the growing holds' positions advance by the tokens given)
     let es := getEngineState m.engines s
-    let r := applyTokens es.start m.now m.progress es.residents
-    { m with progress := r.1, engines := setEngineState m.engines s { es with busy := false, residents := r.2.1 },
-             ready := appendNats m.ready r.2.2 }
+    let m' := m.advanceHolds es.residents
+    let r := applyTokens es.start m.now m'.progress es.residents
+    { m' with progress := r.1, engines := setEngineState m'.engines s { es with busy := false, residents := r.2.1 },
+              ready := appendNats m'.ready r.2.2 }
   | .fifoDone s t =>
     let st := getStage m.stages s
     match st.queue with
@@ -487,7 +474,7 @@ def idleEngines : List Service → List EngineState
 
 def noProgress : Nat → List Progress
   | 0 => []
-  | n + 1 => ⟨0, 0, 0, 0⟩ :: noProgress n
+  | n + 1 => ⟨0, 0, 0, 0, 0⟩ :: noProgress n
 
 /-- A batch arrives at time 0, every session ready in serial order; under a renewal gap the first
 session's arrival is the first timer, at the gap. -/

@@ -16,18 +16,21 @@ them), in prefix form:
   (iterations (8 each))*`, each list as its length then its elements, newest first (as
   `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none);
 * program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
-  blocks cachedAt engines admitVia`, the stages as their count then each service (`0` delay, `1 c`
+  blocks cachedAt computedAt engines admitVia preemptModes preemptKeys`, the stages as their count then each service (`0` delay, `1 c`
   fifo(c), `2 e` step engine e), the caps as
   their count then each, the pools' queue keys as their count then, per pool, its keys as a list
   of expressions (empty: `queue fifo`), the pools' blocks as their count then each (0: no block),
-  then the place of the attribute `cached`, the engines as their count then each one's `budget chunk
+  then the places of the attributes `cached` and `computed`, the engines as their count then each one's `budget chunk
   cost` expressions, its serve keys (`advance running by`) as their count then each, and its `only`
-  predicates on `advance running` and `admit waiting` (each `0` none or `1 e`), the pools' admitting engines as their count then each (0: none, `s + 1`: stage s);
+  predicates on `advance running` and `admit waiting` (each `0` none or `1 e`) and its admissions' gate
+  (`Engine.admitGate`), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
+  s), the pools' preemption modes (`Program.preemptModes`) as their count then each, and their `preempt
+  by` keys as their count then, per pool, its keys as a list of expressions;
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses)ⁿ reuse cache body` hold (reuse and cache
-  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1), `9 pool` release, `10 stage decode w`
-  a run on an engine (decode 0 or 1);
+  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1), `9 pool` release, `10 stage decode grow w`
+  a run on an engine (decode 0 or 1; grow 0, or `i + 1` for `growing` pool i);
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
   in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited,
   and a pool's observable of pool `i`: `10 i` used, `11 i` free, `12 i` holders, `13 i` queued, `14 i` cachedin;
@@ -210,8 +213,8 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
       | [] => none
     | 10 =>
       match r with
-      | st :: d :: r => match readExpr f r with
-        | some (w, r) => rest (.step st (flag d) w) r
+      | st :: d :: g :: r => match readExpr f r with
+        | some (w, r) => rest (.step st (flag d) g w) r
         | none => none
       | _ => none
     | _ => none
@@ -271,7 +274,8 @@ def readKeyLists : Nat → Nat → List Nat → Option (List (List Expr) × List
   | _ + 1, _ + 1, [] => none
 
 /-- `count` engines, each as its `budget chunk cost` expressions, its serve keys (their count, then
-each) and its `only` predicates on `advance running` and `admit waiting` (each `0` none or `1 e`). -/
+each), its `only` predicates on `advance running` and `admit waiting` (each `0` none or `1 e`) and its
+admissions' gate. -/
 def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
   | 0, _, _ => none
   | _ + 1, 0, r => some ([], r)
@@ -287,11 +291,11 @@ def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
             match readOptExpr f r with
             | some (serveOnly, r) =>
               match readOptExpr f r with
-              | some (admitOnly, r) =>
+              | some (admitOnly, gate :: r) =>
                 match readEngines f count r with
-                | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly⟩ :: es, r)
+                | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly, gate⟩ :: es, r)
                 | none => none
-              | none => none
+              | _ => none
             | none => none
           | none => none
         | _ => none
@@ -315,14 +319,20 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
                 match readKeyLists f nk r with
                 | some (keys, nb :: r) =>
                   match readNats nb r with
-                  | some (blocks, cachedAt :: ne :: r) =>
+                  | some (blocks, cachedAt :: computedAt :: ne :: r) =>
                     match readEngines f ne r with
                     | some (engines, na :: r) =>
                       match readNats na r with
-                      | some (admitVia, r) =>
-                        some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
-                          gap, blocks, cachedAt, engines, admitVia⟩, r)
-                      | none => none
+                      | some (admitVia, nm :: r) =>
+                        match readNats nm r with
+                        | some (modes, np :: r) =>
+                          match readKeyLists f np r with
+                          | some (preemptKeys, r) =>
+                            some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
+                              gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys⟩, r)
+                          | none => none
+                        | _ => none
+                      | _ => none
                     | _ => none
                   | _ => none
                 | _ => none

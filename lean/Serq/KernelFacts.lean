@@ -54,22 +54,50 @@ theorem retryPools_now (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
 theorem settle_now (p : Program) (f : Nat) (m : Machine) : (settle p f m).now = m.now := by
   fun_induction settle p f m <;> simp_all +zetaDelta [retryPools_now, runReady_now]
 
+@[simp] theorem Machine.served_now (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) :
+    (m.served s b r n).1.now = m.now := rfl
+
+@[simp] theorem Machine.grown_now (p : Program) (m : Machine) (t i want : Nat) (h : Held) :
+    (m.grown p t i want h).now = m.now := rfl
+
+theorem Machine.preempt_now (p : Program) (s i t : Nat) (m : Machine) (b : Batch) :
+    (m.preempt p s i t b).1.now = m.now := by
+  simp only [Machine.preempt]
+  split <;> rfl
+
+theorem growPreempting_now (p : Program) (s i want t f : Nat) (m : Machine) (b : Batch) :
+    (growPreempting p s i want t f m b).1.now = m.now := by
+  fun_induction growPreempting p s i want t f m b <;> simp_all +zetaDelta [Machine.preempt_now]
+
+theorem Machine.serveOne_now (p : Program) (s : Nat) (m : Machine) (b : Batch) (r : Resident) (n : Nat) :
+    (m.serveOne p s b r n).1.now = m.now := by
+  simp only [Machine.serveOne]
+  repeat' split
+  all_goals simp_all [growPreempting_now]
+
+theorem serveIn_now (p : Program) (s c : Nat) (q : Option Expr) (ts : List Nat) (m : Machine) (b : Batch) :
+    (serveIn p s c q ts m b).1.now = m.now := by
+  fun_induction serveIn p s c q ts m b <;> simp_all +zetaDelta [Machine.serveOne_now]
+
+theorem serveOrdered_now (p : Program) (s : Nat) (m : Machine) (running : List Nat) (c : Nat) (q : Option Expr)
+    (b : Batch) (keys : List Expr) (rs : List Resident) : (serveOrdered p s m running c q b keys rs).1.now = m.now := by
+  cases keys <;> simp [serveOrdered, serveIn_now]
+
 theorem admitOne_now (p : Program) (f s c i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) :
     (admitOne p f s c i j q m b).1.now = m.now := by
-  simp [admitOne, exec_now]
+  simp only [admitOne]
+  repeat' split
+  all_goals simp_all [Machine.serveOne_now, exec_now]
 
-theorem admitWaiting_now (p : Program) (s c : Nat) (q : Option Expr) (f : Nat) (m : Machine) (b : Batch) :
-    (admitWaiting p s c q f m b).1.now = m.now := by
-  fun_induction admitWaiting p s c q f m b <;> simp_all +zetaDelta [admitOne_now]
+theorem admitWaiting_now (p : Program) (s c : Nat) (q : Option Expr) (g : Bool) (f : Nat) (m : Machine) (b : Batch) :
+    (admitWaiting p s c q g f m b).1.now = m.now := by
+  fun_induction admitWaiting p s c q g f m b <;> simp_all +zetaDelta [admitOne_now]
 
 theorem startIteration_now (p : Program) (f s : Nat) (eng : Engine) (m : Machine) :
     (startIteration p f s eng m).now = m.now := by
   simp only [startIteration]
-  split
-  · exact admitWaiting_now ..
-  · split
-    · exact admitWaiting_now ..
-    · exact admitWaiting_now ..
+  repeat' split
+  all_goals simp_all [admitWaiting_now, serveOrdered_now]
 
 theorem startPass_now (p : Program) (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     (startPass p f ss s tried m a).1.now = m.now := by
@@ -85,19 +113,21 @@ theorem endOfInstant_now (p : Program) (f : Nat) (m : Machine) : (endOfInstant p
   · rfl
   · exact startEngines_now ..
 
-theorem fire_frame (p : Program) (m : Machine) (w : Wake) :
-    (fire p m w).threads = m.threads ∧ (fire p m w).now = m.now := by
+theorem Machine.advanceHolds_now (m : Machine) (rs : List Resident) : (m.advanceHolds rs).now = m.now := by
+  fun_induction m.advanceHolds rs <;> simp_all
+
+theorem fire_now (p : Program) (m : Machine) (w : Wake) : (fire p m w).now = m.now := by
   cases w with
-  | resume t => exact ⟨rfl, rfl⟩
+  | resume t => rfl
   | arrival s =>
     simp only [fire]
-    split <;> exact ⟨rfl, rfl⟩
+    split <;> rfl
   | fifoDone s t =>
     simp only [fire]
-    split <;> exact ⟨rfl, rfl⟩
-  | iterationEnd s => exact ⟨rfl, rfl⟩
-
-theorem fire_now (p : Program) (m : Machine) (w : Wake) : (fire p m w).now = m.now := (fire_frame p m w).2
+    split <;> rfl
+  | iterationEnd s =>
+    show (m.advanceHolds (getEngineState m.engines s).residents).now = m.now
+    exact Machine.advanceHolds_now ..
 
 /-- Time never goes back: the run's clock is at least where it started. -/
 theorem loop_now_mono (p : Program) (f : Nat) (m : Machine) : m.now ≤ (loop p f m).now := by
@@ -213,31 +243,106 @@ theorem settle_causal (p : Program) (f : Nat) (m : Machine) : m.causal → (sett
     exact ih (retryPools_causal p _ _ _ _ _ (runReady_causal p _ _ hm))
   · exact retryPools_causal p _ _ _ _ _ (runReady_causal p _ _ hm)
 
+/-- A machine with the threads and the clock of a causal one is causal (only they matter). -/
+theorem Machine.causal_of_threads {m m' : Machine} (ht : m'.threads = m.threads) (hn : m'.now = m.now)
+    (hm : m.causal) : m'.causal := by
+  unfold Machine.causal at *
+  rw [ht, hn]
+  exact hm
+
+/-- A causal machine with a thread replaced by one with the same answers and submission time as
+the thread at `t` is causal. -/
+theorem Machine.put_same_causal (m : Machine) (th : Thread) (t : Nat) (hm : m.causal)
+    (ha : th.answers = (getThread m.threads t).answers) (hs : th.submitted = (getThread m.threads t).submitted) :
+    (m.put th).causal := by
+  unfold Machine.causal
+  exact threadsCausal_setThread _ hm (ha ▸ getThread_answers _ hm) (hs ▸ getThread_submitted _ hm)
+
+theorem Machine.served_causal (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) (hm : m.causal) :
+    (m.served s b r n).1.causal := Machine.causal_of_threads rfl rfl hm
+
+theorem Machine.grown_causal (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hm : m.causal) :
+    (m.grown p t i want h).causal :=
+  Machine.put_same_causal { m with pools := _ } _ t (Machine.causal_of_threads rfl rfl hm) rfl rfl
+
+theorem Machine.preempt_causal (p : Program) (s i t : Nat) (m : Machine) (b : Batch) (hm : m.causal) :
+    (m.preempt p s i t b).1.causal := by
+  simp only [Machine.preempt]
+  split
+  · exact Machine.causal_of_threads rfl rfl hm
+  · exact Machine.put_same_causal { m with engines := _, pools := _, progress := _ } _ t (Machine.causal_of_threads rfl rfl hm) rfl rfl
+
+theorem growPreempting_causal (p : Program) (s i want t f : Nat) (m : Machine) (b : Batch) :
+    m.causal → (growPreempting p s i want t f m b).1.causal := by
+  fun_induction growPreempting p s i want t f m b <;> intro hm
+  all_goals first
+    | exact hm
+    | exact Machine.causal_of_threads rfl rfl hm
+    | exact Machine.grown_causal p _ _ _ _ _ hm
+    | exact Machine.preempt_causal p _ _ _ _ _ hm
+    | (rename_i ih; exact ih (Machine.preempt_causal p _ _ _ _ _ hm))
+
+/-- A served resident's machine, as `Machine.serveOne` returns it with its verdict. -/
+theorem causal_fst3 {x : Machine × Batch} (c : Nat) (h : x.1.causal) :
+    ((x.1, x.2, c) : Machine × Batch × Nat).1.causal := h
+
+theorem Machine.serveOne_causal (p : Program) (s : Nat) (m : Machine) (b : Batch) (r : Resident) (n : Nat)
+    (hm : m.causal) : (m.serveOne p s b r n).1.causal := by
+  simp only [Machine.serveOne]
+  repeat' split
+  all_goals first
+    | exact hm
+    | exact causal_fst3 0 (Machine.served_causal _ _ _ _ _ hm)
+    | exact causal_fst3 0 (Machine.served_causal _ _ _ _ _ (Machine.grown_causal p _ _ _ _ _ hm))
+    | exact causal_fst3 0 (Machine.served_causal _ _ _ _ _ (growPreempting_causal p _ _ _ _ _ _ _ hm))
+    | exact growPreempting_causal p _ _ _ _ _ _ _ hm
+
+theorem serveIn_causal (p : Program) (s c : Nat) (q : Option Expr) (ts : List Nat) (m : Machine) (b : Batch) :
+    m.causal → (serveIn p s c q ts m b).1.causal := by
+  fun_induction serveIn p s c q ts m b <;> intro hm
+  all_goals first
+    | exact hm
+    | exact Machine.serveOne_causal p _ _ _ _ _ hm
+    | (rename_i ih; exact ih hm)
+    | (rename_i ih; exact ih (Machine.serveOne_causal p _ _ _ _ _ hm))
+
+theorem serveOrdered_causal (p : Program) (s : Nat) (m : Machine) (running : List Nat) (c : Nat) (q : Option Expr)
+    (b : Batch) (keys : List Expr) (rs : List Resident) (hm : m.causal) :
+    (serveOrdered p s m running c q b keys rs).1.causal := by
+  cases keys <;> simp only [serveOrdered] <;> exact serveIn_causal p _ _ _ _ _ _ hm
+
 theorem admitOne_causal (p : Program) (f s c i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) :
     m.causal → (admitOne p f s c i j q m b).1.causal := by
   intro hm
   have h1 := Machine.admitWaiter_causal p m i j hm
-  exact exec_causal p f _ _ h1 (getThread_causal _ _ _ h1)
+  have h2 := exec_causal p f (m.admitWaiter p i j)
+    (getThread (m.admitWaiter p i j).threads (getWaiter (getPool m.pools i).queue j).thread) h1
+    (getThread_causal _ _ _ h1)
+  simp only [admitOne]
+  repeat' split
+  all_goals first
+    | exact h2
+    | exact Machine.serveOne_causal p _ _ _ _ _ h2
 
-theorem admitWaiting_causal (p : Program) (s c : Nat) (q : Option Expr) (f : Nat) (m : Machine) (b : Batch) :
-    m.causal → (admitWaiting p s c q f m b).1.causal := by
-  fun_induction admitWaiting p s c q f m b <;> intro hm
+theorem admitWaiting_causal (p : Program) (s c : Nat) (q : Option Expr) (g : Bool) (f : Nat) (m : Machine)
+    (b : Batch) : m.causal → (admitWaiting p s c q g f m b).1.causal := by
+  fun_induction admitWaiting p s c q g f m b <;> intro hm
   all_goals first
     | exact hm
+    | exact Machine.causal_of_threads rfl rfl hm
     | (rename_i ih; exact ih (admitOne_causal p _ _ _ _ _ _ _ _ hm))
 
 theorem startIteration_causal (p : Program) (f s : Nat) (eng : Engine) (m : Machine) :
     m.causal → (startIteration p f s eng m).causal := by
   intro hm
-  have key : ∀ (c : Nat) (b : Batch) (es : EngineState),
-      (admitWaiting p s c eng.admitOnly f { m with engines := setEngineState m.engines s es } b).1.causal :=
-    fun c b es => admitWaiting_causal p s c _ f _ b hm
   simp only [startIteration]
-  split
-  · exact key _ _ _
-  · split
-    · exact key _ _ _
-    · exact key _ _ _
+  repeat' split
+  all_goals first
+    | exact serveOrdered_causal p _ _ _ _ _ _ _ _ hm
+    | exact admitWaiting_causal p _ _ _ _ _ _ _ (serveOrdered_causal p _ _ _ _ _ _ _ _ hm)
+    | exact Machine.causal_of_threads rfl rfl (serveOrdered_causal p _ _ _ _ _ _ _ _ hm)
+    | exact Machine.causal_of_threads rfl rfl
+        (admitWaiting_causal p _ _ _ _ _ _ _ (serveOrdered_causal p _ _ _ _ _ _ _ _ hm))
 
 theorem startPass_causal (p : Program) (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     m.causal → (startPass p f ss s tried m a).1.causal := by
@@ -263,11 +368,25 @@ theorem endOfInstant_causal (p : Program) (f : Nat) (m : Machine) : m.causal →
   · exact hm
   · exact startEngines_causal p _ _ _ _ hm
 
+theorem Machine.advanceHolds_causal (m : Machine) (rs : List Resident) : m.causal → (m.advanceHolds rs).causal := by
+  fun_induction m.advanceHolds rs <;> intro hm
+  all_goals first
+    | exact hm
+    | (rename_i ih; exact ih hm)
+    | (rename_i ih; exact ih (Machine.put_same_causal _ _ _ hm rfl rfl))
+
 theorem fire_causal (p : Program) (m : Machine) (w : Wake) : m.causal → (fire p m w).causal := by
   intro hm
-  unfold Machine.causal
-  rw [(fire_frame p m w).1, (fire_frame p m w).2]
-  exact hm
+  cases w with
+  | resume t => exact Machine.causal_of_threads rfl rfl hm
+  | arrival s =>
+    simp only [fire]
+    split <;> exact Machine.causal_of_threads rfl rfl hm
+  | fifoDone s t =>
+    simp only [fire]
+    split <;> exact Machine.causal_of_threads rfl rfl hm
+  | iterationEnd s =>
+    exact Machine.causal_of_threads rfl rfl (Machine.advanceHolds_causal m _ hm)
 
 theorem loop_causal (p : Program) (f : Nat) (m : Machine) : m.causal → (loop p f m).causal := by
   fun_induction loop p f m <;> intro hm

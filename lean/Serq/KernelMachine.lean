@@ -91,6 +91,9 @@ admission number) and `remaining` (the tokens its run has left). -/
 def StageVar.decoding : Nat := 5
 def StageVar.admission : Nat := 6
 def StageVar.remaining : Nat := 7
+/-- What a `preempt by` key reads of a candidate, beside `decoding` and `admission` (its place in the
+candidates' admission order): its hold's position on the pool (`position`). -/
+def StageVar.position : Nat := 8
 
 /-- A stage's service: `delay` (every job on its own at rate 1: a run of work `w` takes `w`) or
 `fifo c` (c servers, one job each at rate 1, the others waiting in arrival order). -/
@@ -125,13 +128,14 @@ inductive Stmt where
   | run (stage : Nat) (work : Expr)
   | hold (on : List HoldOn) (reuse cache : Option Expr) (body : List Stmt)
   | release (pool : Nat)
-  | step (stage : Nat) (decode : Bool) (work : Expr)  -- `run S prefill (w)` / `run S decode (w)` on an engine
+  -- `run S prefill (w) [growing P]` / `run S decode (w) [growing P]` on an engine (`grow`: 0 none, `i + 1` pool i)
+  | step (stage : Nat) (decode : Bool) (grow : Nat) (work : Expr)
 
 /-- A step engine's clauses (the IR's `Step`, its default schedule `advance running [only (p)];
 admit waiting [only (q)] while (running.preempted == 0);`): `tokens cap`, `each at most` (0: no cap),
 `execute`, the serve order's keys (`advance running by (keys)`, ties in admission order; none:
-admission order), and the statements' `only` predicates (`serveOnly` p, `admitOnly` q; none: every
-request). -/
+admission order), the statements' `only` predicates (`serveOnly` p, `admitOnly` q; none: every
+request), and the admissions' gate (`admitGate`). -/
 structure Engine where
   budget : Expr
   chunk : Expr
@@ -139,6 +143,10 @@ structure Engine where
   order : List Expr
   serveOnly : Option Expr
   admitOnly : Option Expr
+  -- when `admit waiting` admits after a preemption: 0, vLLM's default schedule (no IR body): not in an
+  -- iteration whose serving preempted; 1, a body with `while (running.preempted == 0)`: while none did,
+  -- read before every admission; 2, a body without a gate: regardless
+  admitGate : Nat
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
 attributes `serial` and `turn_no` in it, the workload's blocks, the server, its sessions (of
@@ -163,6 +171,11 @@ structure Program where
   cachedAt : Nat   -- the place of the built-in attribute `cached` (set at every admission)
   engines : List Engine  -- the step engines' clauses (`Service.step e` is `engines[e]`)
   admitVia : List Nat    -- per pool: 0, admitted at settle time; `s + 1`, by stage `s`'s engine (`pool reqs on S`)
+  computedAt : Nat  -- the place of the built-in attribute `computed` (0 again at every hold's end)
+  -- per pool, what a growth that does not fit does: 0 `preempt none` (it waits); 1 `preempt by (keys)`
+  -- (`preempt lifo`: no keys), the victim requeued at the head; 2 the same, `requeue tail`
+  preemptModes : List Nat
+  preemptKeys : List (List Expr)  -- per pool, its `preempt by` keys (`preempt lifo`: none, every candidate ties)
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/
@@ -212,21 +225,42 @@ structure Iteration where
 
 /-- Units a hold took from a pool, given back at its scope's end, whether that release caches
 (the hold has a `cache` clause that names the pool), and whether a `release` of the pool inside the
-hold gave them back already (the hold is then no holder there, and its end gives nothing back). -/
+hold gave them back already (the hold is then no holder there, and its end gives nothing back); its
+position there (the cached prefix it consumed, advanced by the growing runs' tokens) and whether a
+growing run advanced it (the interpreter's `Alloc.pos`, `advanced`). -/
 structure Held where
   pool : Nat
   units : Nat
   caches : Bool
   given : Bool
+  pos : Nat
+  advanced : Bool
+
+/-- What a release caches from (`Alloc.computed`): the position a growing run reached, else the
+allocation. -/
+def Held.computed (h : Held) : Nat := if h.advanced then h.pos else h.units
+
+/-- A hold waiting in its first pool's queue: the thread, when it joined, the hold's pools, its
+`reuse` and `cache` clauses, its body, and whether it re-entered at the head of the queue (a preempted
+hold requeued at the head: the queue's keys do not pass it, `Frame.head`). -/
+structure Waiter where
+  thread : Nat
+  joined : Nat
+  on : List HoldOn
+  reuse : Option Expr
+  cache : Option Expr
+  body : List Stmt
+  head : Bool
 
 /-- What a thread does next: statements to run, the turn's submission (its turn block ran), its
-answer (the server ran), a hold's release (its body ran). A thread's continuation is a list of
-them, innermost first; the empty list is the session's end. -/
+answer (the server ran), a hold's release (its body ran: its parts, and the hold as it waited, whose
+`cache` clause the release reads and which a preemption puts back in its queue). A thread's
+continuation is a list of them, innermost first; the empty list is the session's end. -/
 inductive Frame where
   | stmts (b : List Stmt)
   | submit
   | answer
-  | release (held : List Held) (cache : Option Expr)
+  | release (held : List Held) (hold : Waiter)
 
 /-- A session's thread. `answers` and `observations` are newest first. -/
 structure Thread where
@@ -245,22 +279,13 @@ structure Thread where
 /-- A session's open turn's tokens so far, which an engine's iterations write (the machine keeps
 them beside the threads, so an iteration's end changes no thread): the first token's time (0: none
 yet; an iteration that gives a token lasts more than 0), the start of the iteration that gave it,
-the start of the one that gave the latest, the decode tokens. -/
+the start of the one that gave the latest, the decode tokens, the turn's preemptions (`turn_pre`). -/
 structure Progress where
   first : Nat
   firstStart : Nat
   lastStart : Nat
   decodes : Nat
-
-/-- A hold waiting in its first pool's queue: the thread, when it joined, the hold's pools, its
-body. -/
-structure Waiter where
-  thread : Nat
-  joined : Nat
-  on : List HoldOn
-  reuse : Option Expr
-  cache : Option Expr
-  body : List Stmt
+  preempted : Nat
 
 /-- A pool's cached entry (the reference, *Pools*): a session's prefix, in units, and whether it is
 dead (a later admission of the session consumed from it: what is left is evictable, unusable). -/
@@ -289,13 +314,16 @@ structure StageState where
   queue : List Job
 
 /-- A resident of an engine: its thread, the tokens its run has left, whether it decodes, its
-admission number (the residents' order), the tokens the iteration being planned or run gave it. -/
+admission number (the residents' order), the tokens the iteration being planned or run gave it, the
+pool its run grows (`growing P`: 0 none, `i + 1` pool i; its hold there is the innermost around the
+run, `partOn`). -/
 structure Resident where
   thread : Nat
   rem : Nat
   decode : Bool
   adm : Nat
   sched : Nat
+  grow : Nat
 
 /-- An engine's state (every stage has one; a stage that is no engine keeps it empty): its
 residents in admission order, whether an iteration runs and when it started, the tokens its
@@ -531,14 +559,14 @@ def makeRoom (cap b used : Nat) : List Entry → List Entry
     if e.units - taken = 0 then makeRoom cap b used es else { e with units := e.units - taken } :: es
 
 /-- The units given back to their pools (the hold is no holder there any more), each pool's
-release caching `min(ℓ, units)` in whole blocks of the session's prefix when the hold caches there
+release caching `min(ℓ, computed)` in whole blocks of the session's prefix when the hold caches there
 (`ℓ`: the hold's `cache` clause, read now); a part a `release` gave back already gives nothing. -/
 def giveBack (blocks : List Nat) (serial keep : Nat) : List PoolState → List Held → List PoolState
   | ps, [] => ps
   | ps, h :: hs =>
     if h.given then giveBack blocks serial keep ps hs else
     let q := getPool ps h.pool
-    let kept := if h.caches then roundDown (getAt blocks h.pool) (Nat.min keep h.units) else 0
+    let kept := if h.caches then roundDown (getAt blocks h.pool) (Nat.min (Nat.min keep h.computed) h.units) else 0
     giveBack blocks serial keep
       (setPool ps h.pool { q with used := q.used - h.units, holders := q.holders - 1,
                                   entries := addEntry serial kept q.entries }) hs
@@ -560,8 +588,42 @@ def heldWithout : List Held → Nat → List Held
 
 /-- The hold's part on pool `i` (the first with it; `heldHas` says there is one). -/
 def heldPart : List Held → Nat → Held
-  | [], i => ⟨i, 0, false, true⟩
+  | [], i => ⟨i, 0, false, true, 0, false⟩
   | h :: hs, i => if h.pool == i then h else heldPart hs i
+
+/-- The innermost hold around a thread's statement with a part on pool `i` (`enclosing`: the hold a
+growing run grows), its part there unless a `release` gave it back (none then, as none at all). The
+search stops at the turn's answer: a run in the server grows the server's holds. -/
+def partOn : List Frame → Nat → Option Held
+  | [], _ => none
+  | .answer :: _, _ => none
+  | .release held _ :: k, i =>
+    if heldHas held i then (if (heldPart held i).given then none else some (heldPart held i)) else partOn k i
+  | _ :: k, i => partOn k i
+
+def heldGrown : List Held → Nat → Nat → List Held
+  | [], _, _ => []
+  | h :: hs, i, units => if h.pool == i then { h with units := units } :: hs else h :: heldGrown hs i units
+
+def heldAdvanced : List Held → Nat → Nat → List Held
+  | [], _, _ => []
+  | h :: hs, i, n => if h.pool == i then { h with pos := h.pos + n, advanced := true } :: hs else h :: heldAdvanced hs i n
+
+/-- The continuation with `partOn`'s hold on pool `i` grown to `units`. -/
+def growPart : List Frame → Nat → Nat → List Frame
+  | [], _, _ => []
+  | .answer :: k, _, _ => .answer :: k
+  | .release held w :: k, i, units =>
+    if heldHas held i then .release (heldGrown held i units) w :: k else .release held w :: growPart k i units
+  | f :: k, i, units => f :: growPart k i units
+
+/-- The continuation with `partOn`'s hold on pool `i` advanced by `n` tokens (an iteration's end). -/
+def advancePart : List Frame → Nat → Nat → List Frame
+  | [], _, _ => []
+  | .answer :: k, _, _ => .answer :: k
+  | .release held w :: k, i, n =>
+    if heldHas held i then .release (heldAdvanced held i n) w :: k else .release held w :: advancePart k i n
+  | f :: k, i, n => f :: advancePart k i n
 
 /-- `release m`: the innermost hold on pool `i` around the statement gives its units there back
 now, caching per its clause (read now), and keeps none to give back at its end (a second `release`
@@ -571,13 +633,13 @@ def releaseIn (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now i 
     List PoolState → List Frame → List PoolState × List Frame
   | ps, [] => (ps, [])
   | ps, .answer :: k => (ps, .answer :: k)
-  | ps, .release held cache :: k =>
+  | ps, .release held w :: k =>
     if heldHas held i then
-      (giveBack blocks serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now cache) ps [heldPart held i],
-       .release (heldWithout held i) cache :: k)
+      (giveBack blocks serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now w.cache) ps [heldPart held i],
+       .release (heldWithout held i) w :: k)
     else
       let r := releaseIn blocks caps serial attrs now i ps k
-      (r.1, .release held cache :: r.2)
+      (r.1, .release held w :: r.2)
   | ps, f :: k =>
     let r := releaseIn blocks caps serial attrs now i ps k
     (r.1, f :: r.2)
@@ -587,8 +649,8 @@ caching per its clause. -/
 def releaseAll (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) :
     List PoolState → List Frame → List PoolState
   | ps, [] => ps
-  | ps, .release held cache :: k =>
-    releaseAll blocks caps serial attrs now (giveBack blocks serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now cache) ps held) k
+  | ps, .release held w :: k =>
+    releaseAll blocks caps serial attrs now (giveBack blocks serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now w.cache) ps held) k
   | ps, _ :: k => releaseAll blocks caps serial attrs now ps k
 
 /-- A hold that can never fit: a pool's units or reserve, judged at the join because they read no
@@ -617,7 +679,7 @@ def Machine.addJob (p : Program) (m : Machine) (stage thread w : Nat) : Machine 
 /-! ### Step engines: what an iteration reads and writes -/
 
 def getEngine : List Engine → Nat → Engine
-  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none⟩
+  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none, 0⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getEngine xs n
 
@@ -632,7 +694,7 @@ def setEngineState : List EngineState → Nat → EngineState → List EngineSta
   | x :: xs, n + 1, v => x :: setEngineState xs n v
 
 def getProgress : List Progress → Nat → Progress
-  | [], _ => ⟨0, 0, 0, 0⟩
+  | [], _ => ⟨0, 0, 0, 0, 0⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getProgress xs n
 
@@ -676,12 +738,14 @@ def hasWork (admitVia : List Nat) (pools : List PoolState) (s : Nat) (es : Engin
   | _ :: _ => true
   | [] => decide (0 < waitingIn s admitVia pools)
 
-/-- The iteration being planned: the budget left, the batch's tokens, prefill tokens and decodes. -/
+/-- The iteration being planned: the budget left, the batch's tokens, prefill tokens and decodes, and
+its preemptions so far (`running.preempted`, the interpreter's `n_pre`). -/
 structure Batch where
   budget : Nat
   tokens : Nat
   prefilled : Nat
   decoders : Nat
+  preempted : Nat
 
 /-- The tokens the iteration gives a resident, the budget left being `budget > 0`: one to a decode,
 to a prefill its remainder up to the chunk (`chunk`, 0: no cap) and the budget (`serve_one`). -/
@@ -690,18 +754,12 @@ def tokensFor (chunk budget : Nat) (r : Resident) : Nat :=
 
 def Batch.serve (b : Batch) (r : Resident) (n : Nat) : Batch :=
   ⟨b.budget - n, b.tokens + n, if r.decode then b.prefilled else b.prefilled + n,
-   if r.decode then b.decoders + 1 else b.decoders⟩
+   if r.decode then b.decoders + 1 else b.decoders, b.preempted⟩
 
-/-- The resident thread `t` just became (an admitted request's run), served at once (`admit`). -/
-def serveThread (chunk t : Nat) (b : Batch) : List Resident → Batch × List Resident
-  | [] => (b, [])
-  | r :: rs =>
-    if r.thread == t && r.sched == 0 then
-      let n := tokensFor chunk b.budget r
-      (b.serve r n, { r with sched := n } :: rs)
-    else
-      let rest := serveThread chunk t b rs
-      (rest.1, r :: rest.2)
+/-- A preempted resident's `n` tokens back to the budget (`StepStage.unserve`). -/
+def Batch.unserve (b : Batch) (r : Resident) (n : Nat) : Batch :=
+  ⟨b.budget + n, b.tokens - n, if r.decode then b.prefilled else b.prefilled - n,
+   if r.decode then b.decoders - 1 else b.decoders, b.preempted⟩
 
 /-- The tokens the residents could take with an unlimited budget: one a decode, a prefill its
 remainder up to the chunk (`demand`). -/
@@ -712,12 +770,13 @@ def demandOf (chunk : Nat) : List Resident → Nat
 /-- A decode token, in an iteration from `t0` to `t1` (`Engine.decode_token`): the turn's first if
 it has none. -/
 def Progress.decodeToken (g : Progress) (t0 t1 : Nat) : Progress :=
-  if g.first = 0 then ⟨t1, t0, t0, g.decodes + 1⟩ else { g with lastStart := t0, decodes := g.decodes + 1 }
+  if g.first = 0 then ⟨t1, t0, t0, g.decodes + 1, g.preempted⟩ else { g with lastStart := t0, decodes := g.decodes + 1 }
 
-/-- A completed prefill's token (`Engine.prefill_token`): the turn's first if it has none or no
-decode token came yet (a later prefill of the turn before any decode is its first). -/
+/-- A completed prefill's token (`Engine.prefill_token`): the turn's first if it has none, or if no
+decode token came yet and no preemption took the turn (a later prefill of the turn before any decode is
+its first; one a preemption made it run again samples past the first). -/
 def Progress.prefillToken (g : Progress) (t0 t1 : Nat) : Progress :=
-  if g.first = 0 || g.decodes = 0 then { g with first := t1, firstStart := t0, lastStart := t0 }
+  if g.first = 0 || (g.decodes = 0 && g.preempted = 0) then { g with first := t1, firstStart := t0, lastStart := t0 }
   else { g with lastStart := t0 }
 
 def appendNats : List Nat → List Nat → List Nat
@@ -748,8 +807,23 @@ def insertByCreation (threads : List Thread) (now : Nat) (created serial : Nat) 
   | [] => [w]
   | x :: xs =>
     let t := getThread threads x.thread
-    if x.joined == now && (decide (created < t.created) || (created == t.created && decide (serial < t.serial))) then
+    if x.joined == now && !x.head && (decide (created < t.created) || (created == t.created && decide (serial < t.serial))) then
       w :: x :: xs
     else x :: insertByCreation threads now created serial w xs
+
+def getKeys : List (List Expr) → Nat → List Expr
+  | [], _ => []
+  | x :: _, 0 => x
+  | _ :: xs, n + 1 => getKeys xs n
+
+/-- A waiting hold's keys, read now. -/
+def keysOf (v : PoolView) (attrs : List Nat) (now waited : Nat) : List Expr → List Nat
+  | [] => []
+  | k :: ks => eval v attrs now waited k :: keysOf v attrs now waited ks
+
+/-- `a` before `b` in the order of the keys (compared in order; equal keys: neither). -/
+def keysBefore : List Nat → List Nat → Bool
+  | x :: xs, y :: ys => decide (x < y) || (x == y && keysBefore xs ys)
+  | _, _ => false
 
 end Serq.Kernel

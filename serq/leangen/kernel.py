@@ -16,8 +16,10 @@ while, loop, end, run on a delay or a fifo(c) stage, hold on pools of a finite c
 step engines with vLLM's default schedule (`tokens cap`, `each at most` and `execute` over the
 engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
 over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
-`running.*`, `run S prefill|decode (w)` without a growing pool, and `pool reqs on S` admitted by
-the engine's `admit waiting`).
+`running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
+the engine's `admit waiting`); an engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
+runs, under `preempt none`, `preempt lifo` or `preempt by (keys) [requeue head|tail]` (keys over the
+candidate's `decoding`, `position`, `admission` and attributes).
 """
 
 from __future__ import annotations
@@ -50,27 +52,35 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
-          "the prefix cache with `evict lru`, the pools' observables but `blocksize`) and step engines with "
-          "vLLM's default schedule, its serve order and `only` included, and no KV pool so far (growth, "
-          "preemption, `evict by`, leases, `blocksize`, "
-          "the stages' observables, `exclusive prefill`, iteration bodies and an engine's "
-          "memory come next)")
+          "the prefix cache with `evict lru`, the pools' observables but `blocksize`), step engines with "
+          "vLLM's default schedule, its serve order and `only` included, and an engine's KV memory whose "
+          "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not; "
+          "`evict by`, leases, `blocksize`, the stages' observables, the batch's KV sums, `exclusive prefill`, "
+          "iteration bodies and several engines' memories come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py; the KV and attention sums
 #: come with an engine's memory).
 STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
-              "decoding": 5, "admission": 6, "remaining": 7}
+              "decoding": 5, "admission": 6, "remaining": 7, "position": 8}
 #: The serve order's keys (`advance running by (keys)`): the clause that reads the resident it orders
 #: and its session's attributes (the interpreter's `serve_ctx`).
 SERVE_ORDER = "advance running by"
 #: An `only (p)` predicate: it reads what a serve key reads (the interpreter's `serve_ctx`).
 ONLY = "only"
+#: A pool's `preempt by` keys: they read the candidate's `decoding`, `position` (its hold's on the pool)
+#: and `admission` (its place among the candidates), and its session's attributes.
+PREEMPT = "preempt by"
+#: When `admit waiting` admits after a preemption (`Serq.Kernel.Engine.admitGate`): vLLM's default schedule
+#: (no IR body) not in an iteration whose serving preempted; a body gated `while (running.preempted == 0)`
+#: while none did, read before each admission; a body without a gate, regardless.
+ADMIT_GATES = {"default": 0, "gated": 1, "ungated": 2}
 _CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 SERVE_ORDER: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
-                ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining")}
+                ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
+                PREEMPT: ("decoding", "admission", "position")}
 
 
 @dataclass(frozen=True)
@@ -100,6 +110,7 @@ class KernelProgram:
     caps: list[int]
     blocks: list[int]  # per pool: its `block b`, 0 without one (units and reserves in whole blocks)
     cached_at: int  # the place of the built-in attribute `cached` (its length when it is not there)
+    computed_at: int  # the place of the built-in attribute `computed` (its length when it is not there)
     queue_keys: list[list[LExpr]]  # per pool: its `queue by` keys, none for `queue fifo`
     serial_at: int
     turn_no_at: int
@@ -110,9 +121,12 @@ class KernelProgram:
     sessions: int
     gap: int = 0  # `arrive renewal(gap)`: session k arrives at (k + 1) * gap; 0: `arrive batch(N)`, all at 0
     # per engine: (tokens cap, each at most, execute, the serve order's keys: none for admission order,
-    # `only` on `advance running`, on `admit waiting`: None for none)
+    # `only` on `advance running`, on `admit waiting`: None for none, the admissions' gate: `ADMIT_GATES`)
     engines: list[tuple] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
+    # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
+    preempt_modes: list[int] = field(default_factory=list)
+    preempt_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `preempt by` keys (lifo: none)
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -149,6 +163,8 @@ class _Lowering:
         queue_keys = [self.queue_keys(pool) for pool in p.pools]
         services = [self.service(stage) for stage in p.stages]
         admit_via = [0 if pool.admit_via is None else self.stages.index(pool.admit_via) + 1 for pool in p.pools]
+        preempt_modes = [_preempt_mode(pool) for pool in p.pools]
+        preempt_keys = [self.preempt_keys(pool) for pool in p.pools]
         for gauge in p.gauges:
             raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
         w = p.workload
@@ -163,11 +179,12 @@ class _Lowering:
             attributes=self.attrs, observes=self.observes, stages=self.stages, services=services,
             pools=self.pools, caps=caps, blocks=blocks, queue_keys=queue_keys,
             cached_at=self.attr_at.get("cached", len(self.attrs)),
+            computed_at=self.attr_at.get("computed", len(self.attrs)),
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
             init=self.refusing_pool_state(INIT_READS, self.block, w.init), turn_block=self.block(w.turn),
             session=self.block(w.session),
             server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
-            admit_via=admit_via)
+            admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys)
 
     def arrivals(self, arrival: ir.Arrival) -> tuple[int, int]:
         """The sessions and the gap between arrivals: `batch(N)` (N, 0), or `renewal(g)` with a constant
@@ -191,8 +208,8 @@ class _Lowering:
 
     def pool(self, pool: ir.Pool) -> int:
         """A pool's cap, when the pool is in the fragment: one member, a finite whole cap (a `block`
-        of whole units is read by `program`), no preemption, no engine's memory (an engine that admits
-        it is read by `program`)."""
+        of whole units is read by `program`), no preemption (an engine that admits it is read by
+        `program`; an engine's memory, `pool kv on gpu`, is a pool whose holds grow by `growing` runs)."""
         where = pool.at, self.base
         if pool.count != 1:
             raise _outside(f"pool family `{pool.name}[{pool.count}]`: the fragment indexes no member", *where)
@@ -200,12 +217,26 @@ class _Lowering:
         if cap == "inf" or isinstance(cap, float) or cap < 0:
             raise _outside(f"the cap {cap} of pool `{pool.name}`: the fragment's pools have a finite whole cap",
                            *where)
-        for present, what in ((pool.preempt.kind != "none", "preemption"), (pool.reserve_held, "`reserve held`"),
-                              (pool.spill is not None, "`spill`"), (pool.evict.kind != "lru", "`evict by`"),
-                              (pool.memory_of is not None, "an engine's memory")):
+        for present, what in ((pool.reserve_held, "`reserve held`"), (pool.spill is not None, "`spill`"),
+                              (pool.evict.kind != "lru", "`evict by`")):
             if present:
                 raise _outside(f"{what} on pool `{pool.name}`: {_LATER}", *where)
+        if pool.preempt.kind != "none" and pool.memory_of is None:
+            # its victims would be its holders in a scope, which the kernel's machine does not list
+            raise _outside(f"preemption on pool `{pool.name}`, which is no engine's memory: the fragment's "
+                           "victims are an engine's residents (`pool kv on gpu`)", *where)
         return cap
+
+    def preempt_keys(self, pool: ir.Pool) -> list[LExpr]:
+        """A pool's `preempt by` keys, over the candidate's attributes, `decoding`, `position` and
+        `admission` (`preempt lifo` and `preempt none`: none)."""
+        if pool.preempt.kind != "by" or _is_lifo(pool.preempt):
+            return []
+        self.engine_clause = PREEMPT
+        try:
+            return [self.expr(k, pool.at) for k in pool.preempt.keys]
+        finally:
+            self.engine_clause = None
 
     def queue_keys(self, pool: ir.Pool) -> list[LExpr]:
         """A pool's `queue by` keys (which may read `waited`), none for `queue fifo`."""
@@ -253,6 +284,13 @@ class _Lowering:
                 self.engine_clause = None
         order = []
         if svc.serve.kind == "by":
+            preempts = any(pool.memory_of == stage.name and pool.preempt.kind != "none" for pool in self.p.pools)
+            running = {"decoders", "residents", "waiting_holds"}
+            if preempts and any(isinstance(n, ir.Ctx) and n.var in running for k in svc.serve.keys for n in ir.walk(k)):
+                # the interpreter reads such keys again before every choice (`keys_dynamic`), and a
+                # preemption while serving changes what they read; the kernel reads them once
+                raise _outside(f"a serve key that reads `running.*` on engine `{stage.name}`, whose memory "
+                               "preempts: the fragment reads serve keys once, as the iteration starts", *where)
             self.engine_clause = SERVE_ORDER
             try:  # (the linker refuses a pool's observable in a key)
                 order = [self.expr(k, stage.at) for k in svc.serve.keys]
@@ -266,6 +304,8 @@ class _Lowering:
                 clauses.append(None if only is None else self.expr(only, stage.at))
             finally:
                 self.engine_clause = None
+        gate = ("default" if svc.iteration is None else "ungated" if svc.iteration[1].gate is None else "gated")
+        clauses.append(ADMIT_GATES[gate])
         self.engines.append(tuple(clauses))
         return ("step", len(self.engines) - 1)
 
@@ -312,9 +352,16 @@ class _Lowering:
         if s.mode is None or not on_engine:
             raise _outside(f"a run on `{ref.stage}`: a `prefill` or `decode` run is on a step engine, and a run on "
                            "a step engine is one of them", s.at, self.base)
+        grow = 0  # `growing P`: its hold on P grows as the run's position advances (pool index + 1)
         if s.growing is not None:
-            raise _outside(f"a run growing `{s.growing.pool}`: {_LATER}", s.at, self.base)
-        return LStmt("step", (stage, s.mode == "decode", work))
+            if s.growing.index is not None:
+                raise _outside(f"an indexed `growing {s.growing.pool}[…]`", s.at, self.base)
+            grow = self.pools.index(s.growing.pool) + 1
+            pool = self.p.pools[grow - 1]
+            if pool.preempt.kind != "none" and pool.memory_of != ref.stage:
+                raise _outside(f"a run on `{ref.stage}` growing `{pool.name}`, which preempts and is not its memory: "
+                               "the fragment's victims are the growing run's engine's residents", s.at, self.base)
+        return LStmt("step", (stage, s.mode == "decode", grow, work))
 
     def hold(self, s: ir.HoldStmt) -> LStmt:
         if s.lease is not None:
@@ -369,7 +416,7 @@ class _Lowering:
                 raise _outside(f"the number {v}: the fragment computes over the natural numbers", at, self.base)
             return LExpr("num", (v,))
         if k == "attr":
-            if self.engine_clause not in (None, SERVE_ORDER, ONLY):
+            if self.engine_clause not in (None, SERVE_ORDER, ONLY, PREEMPT):
                 raise _outside(f"the attribute `{e.name}` in an engine's `{self.engine_clause}`: it reads no session",
                                at, self.base)
             return LExpr("attr", (self.attribute(e.name, at),))
@@ -447,6 +494,19 @@ def _is_vllm_with_only(iteration: list) -> bool:
         op="eq", lhs=preempted, rhs=ir.Num(value=0))
 
 
+def _is_lifo(preempt) -> bool:
+    """`preempt lifo`, which the parser writes `preempt by (-admission)`: the candidate admitted last,
+    which is also what no keys give (every candidate ties, and ties go to the one admitted last)."""
+    return preempt.keys == [ir.Unary(op="neg", arg=ir.Ctx(var="admission"))]
+
+
+def _preempt_mode(pool: ir.Pool) -> int:
+    """`Serq.Kernel.Program.preemptModes`: 0 `preempt none`, 1 requeue head, 2 requeue tail."""
+    if pool.preempt.kind == "none":
+        return 0
+    return 2 if pool.preempt.requeue == "tail" else 1
+
+
 def _clause_arg(e):
     """A clause's amount without its `cost(…)` (the fragment's amounts are their resources' own)."""
     return e.arg if isinstance(e, ir.CostOf) else e
@@ -502,7 +562,7 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     if c in ("set", "observe", "run"):
         return f".{c} {a[0]} {lean_expr(a[1])}"
     if c == "step":
-        return f".step {a[0]} {_lean_bool(a[1])} {lean_expr(a[2])}"
+        return f".step {a[0]} {_lean_bool(a[1])} {a[2]} {lean_expr(a[3])}"
     if c == "hold":
         on = ", ".join(f"⟨{pool}, {lean_expr(units)}, {lean_expr(reserve)}, {_lean_bool(caches)}, {_lean_bool(reuses)}⟩"
                        for pool, units, reserve, caches, reuses in a[0])
@@ -524,9 +584,19 @@ def _lean_option(e: LExpr | None) -> str:
     return "none" if e is None else f"(some {lean_expr(e)})"
 
 
+def lean_key_lists(lists) -> str:
+    """Per pool, its keys (queue or preemption keys) as a Lean `List (List Expr)`."""
+    return "[" + ", ".join("[" + ", ".join(lean_expr(k) for k in keys) + "]" for keys in lists) + "]"
+
+
 def lean_queue_keys(kp: KernelProgram) -> str:
     """The pools' queue keys as a Lean `List (List Expr)`."""
-    return "[" + ", ".join("[" + ", ".join(lean_expr(k) for k in keys) + "]" for keys in kp.queue_keys) + "]"
+    return lean_key_lists(kp.queue_keys)
+
+
+def lean_preempt_keys(kp: KernelProgram) -> str:
+    """The pools' `preempt by` keys as a Lean `List (List Expr)`."""
+    return lean_key_lists(kp.preempt_keys)
 
 
 def lean_services(kp: KernelProgram) -> str:
@@ -536,10 +606,10 @@ def lean_services(kp: KernelProgram) -> str:
 
 def lean_engines(kp: KernelProgram) -> str:
     """The program's engines' clauses as a Lean `List Engine`."""
-    def engine(budget, chunk, cost, order, serve_only, admit_only) -> str:
+    def engine(budget, chunk, cost, order, serve_only, admit_only, gate) -> str:
         keys = "[" + ", ".join(lean_expr(k) for k in order) + "]"
         return (f"⟨{lean_expr(budget)}, {lean_expr(chunk)}, {lean_expr(cost)}, {keys}, "
-                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}⟩")
+                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}, {gate}⟩")
     return "[" + ", ".join(engine(*clauses) for clauses in kp.engines) + "]"
 
 
@@ -547,6 +617,7 @@ def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
     return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block,
                                                                        services=lean_services,
                                                                        queue_keys=lean_queue_keys,
+                                                                       preempt_keys=lean_preempt_keys,
                                                                        engines=lean_engines)
 
 

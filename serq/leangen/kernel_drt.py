@@ -17,7 +17,7 @@ from pathlib import Path
 from serq.ir import models as ir
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
 from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_engines,
-                                 lean_queue_keys, lean_services, recorded_run)
+                                 lean_preempt_keys, lean_queue_keys, lean_services, recorded_run)
 
 #: The fuel of every case: a bound on the statements one block runs, loop rounds included. The
 #: kernel's cost is the statements actually run, not the fuel; a case that needs more fails (its
@@ -53,7 +53,7 @@ def render_kernel_batch(items: list[tuple[int, KernelCase, KernelObserved]], tit
               "records": _stage_records(obs)} for i, _, obs in items]
     return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block,
                                                                    services=lean_services, queue_keys=lean_queue_keys,
-                                                                   engines=lean_engines)
+                                                                   preempt_keys=lean_preempt_keys, engines=lean_engines)
 
 
 def _stage_records(observed: KernelObserved) -> tuple:
@@ -127,6 +127,16 @@ def _block_tokens(block, out: list) -> None:
             _block_tokens(b, out)
 
 
+def _key_lists_tokens(lists, out: list) -> None:
+    """Per pool, its keys (`Serq.Kernel.readKeyLists`): their count, then each list as its length and
+    its expressions."""
+    out.append(len(lists))
+    for keys in lists:
+        out.append(len(keys))
+        for k in keys:
+            _expr_tokens(k, out)
+
+
 def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL) -> str:
     """The case as a line of `Serq.Kernel.checkLine` (lean/Serq/KernelCodec.lean says the format)."""
     p = observed.value
@@ -138,16 +148,13 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
         out.extend((_SERVICE_TAGS[svc[0]], *svc[1:]))
     out.append(len(p.caps))
     out.extend(p.caps)
-    out.append(len(p.queue_keys))
-    for keys in p.queue_keys:
-        out.append(len(keys))
-        for k in keys:
-            _expr_tokens(k, out)
+    _key_lists_tokens(p.queue_keys, out)
     out.append(len(p.blocks))
     out.extend(p.blocks)
     out.append(p.cached_at)
+    out.append(p.computed_at)
     out.append(len(p.engines))
-    for budget, chunk, cost, order, serve_only, admit_only in p.engines:
+    for budget, chunk, cost, order, serve_only, admit_only, gate in p.engines:
         for c in (budget, chunk, cost):
             _expr_tokens(c, out)
         out.append(len(order))
@@ -159,8 +166,12 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
             else:
                 out.append(1)
                 _expr_tokens(only, out)
+        out.append(gate)
     out.append(len(p.admit_via))
     out.extend(p.admit_via)
+    out.append(len(p.preempt_modes))
+    out.extend(p.preempt_modes)
+    _key_lists_tokens(p.preempt_keys, out)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):
@@ -178,7 +189,8 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
 
 #: The modules whose definitions the compiled driver declares again (in this order), and where each
 #: one's executable part ends (its theorems follow).
-DRIVER_MODULES = (("KernelMachine.lean", None), ("Kernel.lean", None), ("KernelCodec.lean", None))
+DRIVER_MODULES = (("KernelMachine.lean", None), ("KernelMemory.lean", None), ("Kernel.lean", None),
+                  ("KernelCodec.lean", None))
 
 
 def driver_semantics(root: Path | None = None) -> str:

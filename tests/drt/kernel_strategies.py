@@ -215,6 +215,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _engine(program, rng)
     _serve_order(program, rng)
     _only(program, rng)
+    _kv_memory(program, rng)
     return KernelCase(program)
 
 
@@ -307,6 +308,110 @@ def _only(program: ir.Program, rng: random.Random) -> None:
         serve_only, admit_only = rng.choice([(p, p), (p, p), (p, None), (None, p)])
         engine.iteration = [ir.IterServe(only=serve_only),
                             ir.IterAdmit(only=admit_only, gate=ir.Unary(op="not", arg=ctx("preempted")))]
+
+
+PREEMPT_WORK = 4  # the most tokens a run asks when its KV pool preempts
+PREEMPT_REUSE = 2  # the most a request reuses of its cached prefix when its KV pool preempts
+KV = "kv"  # the engine's memory (`pool kv on gpu`): its requests' holds grow as their runs advance
+
+
+def _kv_memory(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): three engines in four whose request
+    holds a slot get a KV pool, `kv`, the engine's memory (`memory_of`), of a small cap (3 to 12 units, in
+    blocks of none, 1, 2 or 3), `evict lru`, and a preemption rule (`_preemption`; a pool that preempts has
+    room for one request alone and up to 2 units more, runs of 2 to PREEMPT_WORK tokens, a decode, three
+    sessions at least and holds that take their prefill up front, so that
+    a request fits alone and grows nothing at its admission; its decode grows): the request's hold takes
+    `kv (u)` beside its slot (u of 0 to 3 units, read from an attribute), one in three with a reserve, one in
+    two with a prefix cache (`cache (ℓ)`, one in two of those with a `reuse`, and `cached` observed), and its
+    runs grow it (`growing kv`): block by block as their positions advance, so that residents fill the
+    pool, evict the cache, and a growth that does not fit waits (`preempt none`: its request unserved until
+    another request's hold ends, or for ever: the run ends with the turn unanswered, in both interpreters)
+    or preempts (the victim requeued, its hold run again from its top; one in two such holds observe
+    `computed`, the position the preemption caught it at)."""
+    engines = [stage for stage in program.stages if isinstance(stage.service, ir.Step)]
+    request = program.server[0] if program.server else None
+    if not engines or not isinstance(request, ir.HoldStmt) or rng.randrange(4) == 0:
+        return
+    engine = engines[0].service
+    block = rng.choice([None, 1, 2, 3])
+    preempt = _preemption(rng)
+    if engine.serve.kind == "by" and any(isinstance(n, ir.Ctx) and n.var in ("decoders", "residents", "waiting_holds")
+                                         for k in engine.serve.keys for n in ir.walk(k)):
+        preempt = ir.PreemptNone()  # (the fragment reads serve keys once: none that read `running.*` then)
+    if engine.iteration is not None:
+        # (an `only` that passes over the request holding the memory while the others preempt themselves
+        # for ever is a program that never ends: its steps that only preempted take time)
+        preempt = ir.PreemptNone()
+    # a pool that preempts has room for any one request alone (one that can never fit would preempt
+    # itself for ever): its runs are of PREEMPT_WORK tokens at most, and its hold takes its prefill
+    # and PREEMPT_WORK more (a 12 in blocks of 3 at most)
+    caching = rng.randrange(2)
+    cap = rng.randint(3, 12)
+    if preempt.kind != "none":  # room for one request alone, and a little more: two together do not fit
+        b = block or 1
+        cap = -(-(2 * PREEMPT_WORK + (PREEMPT_REUSE if caching else 0)) // b) * b + rng.randint(0, 2)
+    program.pools.append(ir.Pool(name=KV, cap=cap, block=block, memory_of=engines[0].name, preempt=preempt))
+    readable = BUILTINS[2:] + SESSION_VALUES + SERVER_VALUES
+    units = ir.Call(fn="min", args=[_bin("add", _num(rng.randint(0, 2)), _bin("mod", ir.Attr(name=rng.choice(readable)),
+                                                                                 _num(2))), _num(3)])
+    runs = [stmt for stmt in request.body if isinstance(stmt, ir.RunStmt) and stmt.mode is not None]
+    if preempt.kind != "none":
+        # a decode that grows past what the hold took, and three sessions at least, which run together
+        if len(runs) == 1:
+            decode = runs[0].model_copy(deep=True)
+            decode.mode = "decode"
+            request.body.append(decode)
+            runs.append(decode)
+        arrival = program.workload.arrival
+        if isinstance(arrival, ir.Batch):
+            arrival.sessions = max(arrival.sessions, 3)
+        else:
+            program.settings.arrivals = max(program.settings.arrivals, 3)
+        # the hold takes its prefill (of a token at least) up front, and PREEMPT_REUSE more when it may reuse a
+        # cached prefix (at most that): the request admitted grows nothing, its decode does (one that grew at
+        # its admission and did not fit would preempt itself and be admitted again at once, for ever, which
+        # vLLM's programs avoid by reserving the whole prompt)
+        # (runs of 2 to PREEMPT_WORK tokens, and two slots at least: requests run together, and grow past the cap)
+        for run in runs:
+            run.work.arg = ir.Call(fn="max", args=[_num(2), ir.Call(fn="min", args=[run.work.arg.args[0], _num(PREEMPT_WORK)])])
+        for pool in program.pools:
+            if pool.admit_via is not None:
+                pool.cap = max(pool.cap, 2)
+        units = runs[0].work.arg.model_copy(deep=True)
+        if caching:
+            units = _bin("add", units, _num(PREEMPT_REUSE))
+    kv = ir.HoldPool(pool=ir.PoolRef(pool=KV), units=ir.CostOf(resources=[KV], arg=units))
+    if preempt.kind == "none" and rng.randrange(3) == 0:
+        kv.reserve = ir.CostOf(resources=[KV], arg=_num(rng.randint(1, 6)))
+    request.pools.append(kv)
+    for run in runs:
+        run.growing = ir.PoolRef(pool=KV)
+    if caching:
+        request.cache = _clause(request, _num(rng.randint(1, 12)))
+        if rng.randrange(2) or preempt.kind != "none":
+            request.reuse = _clause(request, _num(rng.randint(0, 6 if preempt.kind == "none" else PREEMPT_REUSE)))
+        request.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name="cached")))
+    if preempt.kind != "none" and rng.randrange(2):
+        request.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name="computed")))
+
+
+def _preemption(rng: random.Random):
+    """A KV pool's rule for a growth that does not fit: `preempt none` one in three, else `preempt lifo`
+    (vLLM's: the resident admitted last) or `preempt by` keys over the candidate's `position`, `decoding`
+    and `admission` (ties, to the one admitted last, are common), the victim requeued at the head, or one
+    in three at the tail (`requeue tail`)."""
+    form = rng.randrange(3)
+    if form == 0:
+        return ir.PreemptNone()
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
+    if form == 1:
+        keys = [ir.Unary(op="neg", arg=ctx("admission"))]  # `preempt lifo`, as the parser writes it
+    else:
+        keys = rng.choice([[ctx("position")],
+                           [ir.Cond(test=ctx("decoding"), then=_num(1), otherwise=_num(0)), ctx("position")],
+                           [ir.Call(fn="floor", args=[_bin("div", ctx("position"), _num(4))])]])
+    return ir.PreemptBy(keys=keys, requeue="tail" if rng.randrange(3) == 0 else "head")
 
 
 def _blocks_and_reserves(program: ir.Program, rng: random.Random) -> None:

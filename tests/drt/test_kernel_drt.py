@@ -289,6 +289,17 @@ def _serve_ties_to_the_last():
         yield
 
 
+@contextmanager
+def _requeue_at_the_tail():
+    """A planted bug in the interpreter, issue 13's "requeue at the tail instead of the head": a preempted
+    request re-enters its queue as a newcomer (at the back, or where an engine's queue puts the turns
+    created at its instant), whatever its pool's `requeue` says."""
+    enqueue = Engine.enqueue
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "enqueue", lambda self, F, head: enqueue(self, F, False))
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -315,7 +326,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "chunk_ignored": _chunk_ignored,
            "serve_order_ignored": _serve_order_ignored,
            "only_ignored_on_admit": _only_ignored_on_admit,
-           "serve_ties_to_the_last": _by_patching(_serve_ties_to_the_last)}
+           "serve_ties_to_the_last": _by_patching(_serve_ties_to_the_last),
+           "requeue_at_the_tail": _by_patching(_requeue_at_the_tail)}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
