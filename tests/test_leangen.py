@@ -351,11 +351,27 @@ PREEMPT_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1,
                       (6, 1, 0, 1, 1, 1, 13, 2), (7, 1, 0, 1, 1, 1, 14, 2)]
 
 
+# an admission whose growth preempts: PREEMPT_SOURCE without the reserve. 0-1, 1-2 and 2-3 as there. At 3 s0
+# decodes (its last token) and s1 fits again (6 + 2 <= 8): admitted, it observes `computed` 3 and its prefill
+# of 3 grows its hold to 4 (6 + 4 > 8): the victim is the resident admitted last, s1 itself, which ends the
+# serving and, `while (running.preempted == 0)` being read before every admission, the admissions (3-4). At 4
+# s0 is gone; s1 is admitted, observes `computed` 0 (its second preemption caught it there) and prefills 3
+# (4-5), then decodes 3 (5-6, 6-7, 7-8).
+SELF_PREEMPT_SOURCE = PREEMPT_SOURCE.replace(" reserve (4);", ";")
+SELF_PREEMPT_ANSWERS = PREEMPT_ANSWERS
+SELF_PREEMPT_TOKENS = PREEMPT_TOKENS
+SELF_PREEMPT_OBSERVATIONS = {0: [(0, 1, 0, 0, 0)], 1: [(1, 1, 0, 0, 0), (1, 1, 0, 3, 3), (1, 1, 0, 4, 0)]}
+SELF_PREEMPT_ITERATIONS = PREEMPT_ITERATIONS
+
+
 def test_kernel_recorded_run_of_a_preemption_observes_computed(tmp_path):
     from serq.leangen.kernel import kernel_program, recorded
     _, program = _written(tmp_path, "preempt", PREEMPT_SOURCE)
     sessions = recorded(program, kernel_program(program, tmp_path))
     assert {s: list(r.observations) for s, r in enumerate(sessions)} == PREEMPT_OBSERVATIONS
+    _, program = _written(tmp_path, "self_preempt", SELF_PREEMPT_SOURCE)
+    sessions = recorded(program, kernel_program(program, tmp_path))
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == SELF_PREEMPT_OBSERVATIONS
 
 
 def _engine_program(folder: Path):
@@ -379,7 +395,8 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
     ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
     ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
-    ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS)])
+    ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS),
+    ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS)])
 def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
                                                                               tokens, iterations):
     from serq.leangen.kernel import kernel_program, recorded_run
@@ -397,7 +414,7 @@ def test_kernel_export_of_an_engine(tmp_path):
     f, _ = _engine_program(tmp_path)
     r = CliRunner().invoke(main, ["lean", "export", str(f)])
     assert r.exit_code == 0, r.output
-    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none, 0⟩]",
+    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none, true⟩]",
                  "admitVia := [1]", ".step 0 false 0 (.num 5)", ".step 0 true 0 (.num 2)"):
         assert term in r.output, term
 
@@ -412,7 +429,7 @@ def test_kernel_export_of_a_serve_order(tmp_path, order, keys):
     _, program = _written(tmp_path, "p", ENGINE_SOURCE.replace("advance running each at most (3);",
                                                                 f"advance running {order} each at most (3);"))
     kp = kernel_program(program, tmp_path)
-    assert lean_engines(kp).endswith(f", {keys}, none, none, 0⟩]")
+    assert lean_engines(kp).endswith(f", {keys}, none, none, true⟩]")
 
 
 def test_kernel_export_of_only():
@@ -421,7 +438,7 @@ def test_kernel_export_of_only():
     folder = Path(tempfile.mkdtemp())
     _, program = _written(folder, "phases", PHASES_SOURCE)
     in_phase = "(.cond (.bin .gt (.stageVar 2) (.num 0)) (.stageVar 5) (.not (.stageVar 5)))"
-    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase}), 1⟩]")
+    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase}), true⟩]")
 
 
 @pytest.mark.parametrize("schedule, what", [
@@ -707,8 +724,8 @@ def test_kernel_binops_are_the_irs():
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
-    program, the pool-observables program and the five engines in one file (one Lean start-up, not
-    eleven); the cache's and the observables' observations too, the engines' tokens and iterations."""
+    program, the pool-observables program and the six engines in one file (one Lean start-up, not
+    twelve); the cache's and the observables' observations too, the engines' tokens and iterations."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -721,12 +738,15 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, phases = _written(tmp_path, "phases", PHASES_SOURCE)
     _, kv_memory = _written(tmp_path, "kv_memory", KV_SOURCE)
     _, preempt = _written(tmp_path, "preempt", PREEMPT_SOURCE)
-    observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS}
+    _, self_preempt = _written(tmp_path, "self_preempt", SELF_PREEMPT_SOURCE)
+    observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
+                "SelfPreempt": SELF_PREEMPT_OBSERVATIONS}
     # the engines' turns' tokens and iterations
     engine_runs = {"Engine": (ENGINE_TOKENS, ENGINE_ITERATIONS),
                    "ByRemaining": (BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
                    "Phases": (PHASES_TOKENS, PHASES_ITERATIONS), "KvMemory": (KV_TOKENS, KV_ITERATIONS),
-                   "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS)}
+                   "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS),
+                   "SelfPreempt": (SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
@@ -734,7 +754,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("Cache", cache, tmp_path, CACHE_ANSWERS), ("Observables", observables, tmp_path, OBSERVABLES_ANSWERS),
             ("Engine", engine, tmp_path, ENGINE_ANSWERS), ("ByRemaining", by_remaining, tmp_path, BY_REMAINING_ANSWERS),
             ("Phases", phases, tmp_path, PHASES_ANSWERS), ("KvMemory", kv_memory, tmp_path, KV_ANSWERS),
-            ("Preempt", preempt, tmp_path, PREEMPT_ANSWERS)):
+            ("Preempt", preempt, tmp_path, PREEMPT_ANSWERS),
+            ("SelfPreempt", self_preempt, tmp_path, SELF_PREEMPT_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(

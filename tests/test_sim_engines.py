@@ -268,6 +268,27 @@ def test_the_iteration_that_only_preempted_and_a_stuck_session(tmp_path):
     assert any("stuck" in n for n in rep["notes"])
 
 
+@pytest.mark.parametrize("only", ["", "only (prompt > 0) "], ids=["vllm-default", "iteration-body"])
+def test_an_admission_whose_growth_preempts_ends_the_admissions(tmp_path, only):
+    # `while (running.preempted == 0)` is read before every admission, under vLLM's default schedule
+    # (no IR body) as under a body that writes it. kv 8 tokens in blocks of 2 (4 blocks), tokens cap 4,
+    # chunks of 3, holds of kv (2) that grow: A (3, 4) and B (3, 4) at 0.
+    # 0: A admitted (1 block), prefills 3 (2 blocks); B admitted (1 block), prefills 1 | 1: A decodes,
+    #    B prefills 2 (2 blocks: 4 used) | 2: A needs a 3rd block: the victim is B (admitted last), not
+    #    yet served; no admission after it | 3: A decodes (its last token); B admitted again (1 block)
+    #    grows to 2 and preempts itself: admissions end (before, B was admitted again at once, for
+    #    ever at that instant) | 4: A gone, B admitted, prefills 3 | 5, 6, 7: B decodes.
+    sched = (f"advance running {only}each at most (3); admit waiting {only}while (running.preempted == 0) "
+             "each at most (3) taking reqs (1), kv (2);")
+    text = engine_program(sched, kv="kv cap 8;", pool="block 2; evict lru; preempt lifo;", tokens=4)
+    run = run_engine(tmp_path, text, [(0, 3, 4), (0, 3, 4)])
+    recs = [(int(r.start), int(r.tokens), r.preempted, r.admitted) for r in run.records]
+    assert recs == [(0, 4, 0, 2), (1, 3, 0, 0), (2, 1, 1, 0), (3, 1, 1, 1), (4, 3, 0, 1), (5, 1, 0, 0),
+                    (6, 1, 0, 0), (7, 1, 0, 0)]
+    assert steps(run) == {0: (0, 3, 0), 1: (1, 7, 2)}
+    assert run.report["sessions"]["stuck"] == 1  # B's second preemption caught it at 0, short of 3
+
+
 def test_zero_cost_iteration_with_tokens_is_an_error(tmp_path):
     from serq.errors import SerqError
     text = engine_program(VLLM).replace("execute (1);", "execute (0);")

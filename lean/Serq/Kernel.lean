@@ -348,8 +348,8 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Boo
 /-- Engine `s` (of clauses `eng`) plans an iteration (`StepStage.start`, vLLM's schedule
 `advance running [only (p)] [by (keys)]; admit waiting [only (q)] while (running.preempted == 0);`):
 the budget and the chunk read once, the residents p lets served in the serve order, then the waiting
-admitted with the budget left, each served at once if q lets it (under the default schedule, none in an
-iteration whose serving preempted: `admitGate`). An iteration that schedules no token and preempted
+admitted with the budget left, each served at once if q lets it, while none preempted (`admitGated`:
+the gate is read before every admission, so one whose growth preempts ends them). An iteration that schedules no token and preempted
 none is none (the engine waits for the next event); else it lasts `execute` over the batch (0 for
 tokens is the program's error, `failed`; the step that only preempted may last 0), its record is kept,
 and its end is set. -/
@@ -359,8 +359,7 @@ def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Mach
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
   let served := serveOrdered p s m running chunk eng.serveOnly ⟨budget, 0, 0, 0, 0⟩ eng.order es.residents
-  let planned := if eng.admitGate = 0 && served.2.preempted != 0 then served
-    else admitWaiting p s chunk eng.admitOnly (eng.admitGate == 1) f served.1 served.2
+  let planned := admitWaiting p s chunk eng.admitOnly eng.admitGated f served.1 served.2
   let m' := planned.1
   let b := planned.2
   let es' := getEngineState m'.engines s

@@ -23,7 +23,7 @@ them), in prefix form:
   then the places of the attributes `cached` and `computed`, the engines as their count then each one's `budget chunk
   cost` expressions, its serve keys (`advance running by`) as their count then each, and its `only`
   predicates on `advance running` and `admit waiting` (each `0` none or `1 e`) and its admissions' gate
-  (`Engine.admitGate`), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
+  (`Engine.admitGated`: `1` true, `0` false), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
   s), the pools' preemption modes (`Program.preemptModes`) as their count then each, and their `preempt
   by` keys as their count then, per pool, its keys as a list of expressions;
 * block: its length, then its statements;
@@ -293,7 +293,7 @@ def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
               match readOptExpr f r with
               | some (admitOnly, gate :: r) =>
                 match readEngines f count r with
-                | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly, gate⟩ :: es, r)
+                | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly, gate == 1⟩ :: es, r)
                 | none => none
               | _ => none
             | none => none

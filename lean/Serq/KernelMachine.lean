@@ -135,7 +135,7 @@ inductive Stmt where
 admit waiting [only (q)] while (running.preempted == 0);`): `tokens cap`, `each at most` (0: no cap),
 `execute`, the serve order's keys (`advance running by (keys)`, ties in admission order; none:
 admission order), the statements' `only` predicates (`serveOnly` p, `admitOnly` q; none: every
-request), and the admissions' gate (`admitGate`). -/
+request), and whether the admissions stop at a preemption (`admitGated`). -/
 structure Engine where
   budget : Expr
   chunk : Expr
@@ -143,10 +143,10 @@ structure Engine where
   order : List Expr
   serveOnly : Option Expr
   admitOnly : Option Expr
-  -- when `admit waiting` admits after a preemption: 0, vLLM's default schedule (no IR body): not in an
-  -- iteration whose serving preempted; 1, a body with `while (running.preempted == 0)`: while none did,
-  -- read before every admission; 2, a body without a gate: regardless
-  admitGate : Nat
+  -- `while (running.preempted == 0)` on `admit waiting`, read before every admission: true for vLLM's
+  -- default schedule (no IR body, which does not write the gate out) and a body that writes it; false
+  -- for a body without it, which admits after a preemption too
+  admitGated : Bool
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
 attributes `serial` and `turn_no` in it, the workload's blocks, the server, its sessions (of
@@ -679,7 +679,7 @@ def Machine.addJob (p : Program) (m : Machine) (stage thread w : Nat) : Machine 
 /-! ### Step engines: what an iteration reads and writes -/
 
 def getEngine : List Engine → Nat → Engine
-  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none, 0⟩
+  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none, true⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getEngine xs n
 

@@ -71,10 +71,6 @@ ONLY = "only"
 #: A pool's `preempt by` keys: they read the candidate's `decoding`, `position` (its hold's on the pool)
 #: and `admission` (its place among the candidates), and its session's attributes.
 PREEMPT = "preempt by"
-#: When `admit waiting` admits after a preemption (`Serq.Kernel.Engine.admitGate`): vLLM's default schedule
-#: (no IR body) not in an iteration whose serving preempted; a body gated `while (running.preempted == 0)`
-#: while none did, read before each admission; a body without a gate, regardless.
-ADMIT_GATES = {"default": 0, "gated": 1, "ungated": 2}
 _CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
@@ -121,7 +117,8 @@ class KernelProgram:
     sessions: int
     gap: int = 0  # `arrive renewal(gap)`: session k arrives at (k + 1) * gap; 0: `arrive batch(N)`, all at 0
     # per engine: (tokens cap, each at most, execute, the serve order's keys: none for admission order,
-    # `only` on `advance running`, on `admit waiting`: None for none, the admissions' gate: `ADMIT_GATES`)
+    # `only` on `advance running`, on `admit waiting`: None for none, and whether `admit waiting` reads
+    # `while (running.preempted == 0)` before every admission: `Serq.Kernel.Engine.admitGated`)
     engines: list[tuple] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
@@ -304,8 +301,8 @@ class _Lowering:
                 clauses.append(None if only is None else self.expr(only, stage.at))
             finally:
                 self.engine_clause = None
-        gate = ("default" if svc.iteration is None else "ungated" if svc.iteration[1].gate is None else "gated")
-        clauses.append(ADMIT_GATES[gate])
+        # vLLM's default schedule (no IR body) has the gate without writing it out
+        clauses.append(svc.iteration is None or svc.iteration[1].gate is not None)
         self.engines.append(tuple(clauses))
         return ("step", len(self.engines) - 1)
 
@@ -606,10 +603,10 @@ def lean_services(kp: KernelProgram) -> str:
 
 def lean_engines(kp: KernelProgram) -> str:
     """The program's engines' clauses as a Lean `List Engine`."""
-    def engine(budget, chunk, cost, order, serve_only, admit_only, gate) -> str:
+    def engine(budget, chunk, cost, order, serve_only, admit_only, gated) -> str:
         keys = "[" + ", ".join(lean_expr(k) for k in order) + "]"
         return (f"⟨{lean_expr(budget)}, {lean_expr(chunk)}, {lean_expr(cost)}, {keys}, "
-                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}, {gate}⟩")
+                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}, {'true' if gated else 'false'}⟩")
     return "[" + ", ".join(engine(*clauses) for clauses in kp.engines) + "]"
 
 

@@ -107,7 +107,7 @@ class Engine(Holds):
         if T.ready_t == now:
             T.ready_n += 1
             if T.ready_n > READY_LIMIT:
-                raise self.located(RunError(f"{T.describe()} became ready {READY_LIMIT} times at one instant "
+                raise self.located(RunError(f"it became ready {READY_LIMIT} times at one instant "
                                             f"({_num(now)}) without time passing"), T)
         else:
             T.ready_t = now

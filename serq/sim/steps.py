@@ -406,7 +406,7 @@ class StepStage(StageMember):
                 if self.n_pre == 0 and self.budget > 0.0:
                     for m in self.admits:
                         if m.queue:
-                            self.admit(None, None)
+                            self.admit(None, None, until_preempted=True)
                             break
             elif spec.exclusive:
                 self.plan_exclusive()
@@ -706,9 +706,14 @@ class StepStage(StageMember):
             self.fresh = None
         return fresh
 
-    def admit(self, only, gate) -> None:
-        """`admit waiting [only (p)] [while (e)]`: the heads, one at a time, each served at once."""
+    def admit(self, only, gate, until_preempted: bool = False) -> None:
+        """`admit waiting [only (p)] [while (e)]`: the heads, one at a time, each served at once.
+        `until_preempted`: vLLM's default schedule, whose `while (running.preempted == 0)` the IR does
+        not write out; like a written gate it is read before every admission, so an admitted run whose
+        growth preempts (itself, or another resident) ends the iteration's admissions."""
         while self.budget > 0.0 and not self.stop_admit:
+            if until_preempted and self.n_pre:
+                return
             if gate is not None and not self._guard(gate[0], gate[1]):
                 return
             fresh = self.admit_one()
@@ -737,8 +742,9 @@ class StepStage(StageMember):
                 self.serve_one(J)
         if self.n_pre:
             return
-        # a waiting prefill that fits displaces the tentative decodes and takes the full budget
-        while not self.stop_admit:
+        # a waiting prefill that fits displaces the tentative decodes and takes the full budget;
+        # the schedule's `while (running.preempted == 0)` is read before every admission
+        while not self.stop_admit and not self.n_pre:
             self.adm_budget = self.budget0
             fresh = self.admit_one()
             self.adm_budget = None
