@@ -83,6 +83,7 @@ def bench_residents(residents: int, horizon: float = 20.0, seed: int = 1) -> dic
     """Iterations per CPU second of the engine with `residents` requests resident."""
     from serq.sim import simulate
     import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
+    import serq.sim.engine  # noqa: F401  (simulate imports it at its first call)
     import serq.sim.report  # noqa: F401
     prog = residents_program(residents)
     gc.collect()
@@ -98,6 +99,7 @@ def bench_requests(n: int, seed: int = 1, rate: float = SINGLE_TURN_RATE) -> dic
     """N requests of the single-turn workload: requests answered per CPU second of the run."""
     from serq.sim import simulate
     import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
+    import serq.sim.engine  # noqa: F401  (simulate imports it at its first call)
     import serq.sim.report  # noqa: F401
     prog = single_turn_program(rate)
     gc.collect()

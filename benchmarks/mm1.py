@@ -54,6 +54,7 @@ def bench_serq(n: int, seed: int, profile: bool = False) -> tuple[float, float, 
     from serq.link import link_file
     from serq.sim import simulate
     import serq.sim.build  # noqa: F401  (the interpreter imported before the clock, as SimPy's and Ciw's)
+    import serq.sim.engine  # noqa: F401  (simulate imports it at its first call)
     import serq.sim.report  # noqa: F401
     program = link_file(REPO / "examples" / "single-turn" / "mm1.sq", {"rate": str(LAMBDA)})
     if profile:

@@ -303,6 +303,7 @@ def _start(E) -> None:
                 T.serial = serial
                 T.t_arrive = now
                 T.gen = session_fn(E, T, A)
+                T.throw = None
                 T.state = READY
                 T.ready_t = now
                 T.ready_n = 1

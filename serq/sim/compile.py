@@ -469,9 +469,11 @@ class ProgramCompiler:
         return self._first_turns
 
     def finish_thread(self, ind: int, main: bool) -> None:
-        """The end of a thread's block: done, without the cost of a StopIteration (never resumed)."""
+        """The end of a thread's block: done, then the generator returns (the engine resumes threads
+        with `next(gen, _FINISHED)`: no StopIteration). A generator left suspended at a `yield`
+        instead would be closed when freed, which in CPython 3.11 throws GeneratorExit into its
+        frame: an exception, a traceback and a frame object per session."""
         self.mod.emit(ind, "E.session_done(T)" if main else "E.thread_done(T)")
-        self.mod.emit(ind, "yield")
         self.mod.emit(ind, "return")
 
     def init_function(self, body: list) -> _Late:

@@ -42,6 +42,27 @@ from serq.sim.threads import (AT_STAGE, DONE, GROWING, IDLE, JOINING, LEG, MACHI
 
 
 class Engine(Holds):
+    # Slots for its fields, not the instance dict: an object of more than 30 attributes keeps them
+    # in a dict of its own, and CPython 3.11 then specializes none of its method lookups
+    # (`E.step(T)`, `self.make_ready(T)`, every call on the engine from the hot paths and the
+    # generated code) and reads its fields by a hinted dict lookup. A field set elsewhere and not
+    # named here still works (in the dict that Holds, without slots, leaves it); `end`, a method
+    # and the run's end time, is one.
+    __slots__ = (
+        'program', 'seed', 'horizon', 'warmup', 'arrivals_limit', 'base_dir', 'keep_samples',
+        'progress', 'now', 'heap', 'seq', 'seq_spent', 'release_seq', 'adm_seq', 'queue_seq',
+        'ready', 'streams', 'mrng', 'events', 'n_arrived', 'n_ended', 'n_refused', 'n_rejected',
+        'n_stuck', 'live', 'a_live', 't_live_sum', 't_measure', 'pre_live', 'pre_sum',
+        'turns_started', 'turns_done', 'turns_answered', 'stepno', 'waiting', 'stop_reason',
+        'attention', 'arrivals_open', 'interrupted', 'notes', 'turn_log', 'open_turns',
+        'observe_log', 'all_pools', 'all_stages', 'arrive_extra', 'attr_template', 'claim_values',
+        'claims', 'client_response', 'client_tpot', 'client_ttft', 'closed', 'flows', 'gap_fn',
+        'gauges', 'gauges_on', 'givens', 'has_steps', 'init_fn', 'line_locs', 'observe_idx',
+        'observe_index', 'observe_names', 'observes', 'pool_members', 'resp_all', 'resp_meta',
+        'resp_values', 'session_fn', 'shared_stage_names', 'stage_members', 'start', 'step_stages',
+        'trace', 'volatile_stages',
+    )
+
     def __init__(self, program: ir.Program, *, seed: int, horizon: float, warmup: float,
                  arrivals: int | None, base_dir=None, keep_samples: bool = False, progress=None,
                  log_turns: bool = False) -> None:
@@ -125,6 +146,7 @@ class Engine(Holds):
         self.attention = eoi
         progress = self.progress
         waiting = self.waiting
+        finished = _FINISHED
         wall0 = _time.perf_counter()
         # The run makes no reference cycle that outlives a thread (a thread lets go of its
         # generator when it ends): the cyclic collector only costs time here.
@@ -134,7 +156,14 @@ class Engine(Holds):
             self.start()
             self.settle()
             self.end_of_instant()
-            while heap:
+            # `while True`, not `while heap`: CPython 3.11 specializes (quickens) a function's
+            # bytecode after a few calls or a few passes of an unconditional backward jump; a
+            # `while heap:` loop ends in a conditional jump, which never counts, so this function,
+            # called once, ran its whole loop unspecialized (an M/M/1 customer took a tenth more
+            # instructions) unless a `continue` below happened to run
+            while True:
+                if not heap:
+                    break
                 t, seq, fn, arg = heappop(heap)
                 if t > horizon:
                     heappush(heap, (t, seq, fn, arg))
@@ -150,7 +179,8 @@ class Engine(Holds):
                         try:
                             exc = T.throw
                             if exc is None:
-                                T.gen.send(None)
+                                if next(T.gen, finished) is finished and T.gen is not None:
+                                    self.thread_done(T)
                             else:
                                 T.throw = None
                                 T.gen.throw(exc)
@@ -262,7 +292,8 @@ class Engine(Holds):
         try:
             exc = T.throw
             if exc is None:
-                T.gen.send(None)
+                if next(T.gen, _FINISHED) is _FINISHED and T.gen is not None:
+                    self.thread_done(T)
             else:
                 T.throw = None
                 T.gen.throw(exc)
@@ -348,6 +379,7 @@ class Engine(Holds):
             if self.givens:
                 self.check_given(T, A)
         T.gen = self.session_fn(self, T, A)
+        T.throw = None
         T.state = READY
         T.ready_t = now
         T.ready_n = 1
@@ -749,6 +781,12 @@ class Engine(Holds):
 
 
 _ERRORS = (RunError, DrawError, ZeroDivisionError, OverflowError, ValueError, TypeError)
+
+# What `next(T.gen, _FINISHED)` returns when a thread's generator returns: CPython makes no
+# StopIteration for a generator that returns None when `next` has a default (a resumption that
+# ends the thread costs no exception). The generated code calls `session_done`/`thread_done` before
+# its `return` (which lets go of `T.gen`); a generator that returns otherwise is done here.
+_FINISHED = object()
 
 
 

@@ -109,6 +109,17 @@ class Entry:
 
 
 class PoolMember:
+    # slots, for the reason Engine's are (serq.sim.engine): 50 fields
+    __slots__ = (
+        'E', 'decl', 'name', 'index', 'label', 'order', 'cap', 'block', 'bs', 'whole_blocks',
+        'reserve_held', 'preempt_by', 'requeue_tail', 'queue_by', 'evict_by', 'queue_keys',
+        'preempt_keys', 'evict_keys', 'evict_waiting', 'spill', 'via', 'mem_stage', 'lifo', 'used',
+        'reserved_out', 'holders', 'entries', 'live', 'cached', 'queue', 'growers', 't_last',
+        'evicted_total', 'a_used', 'a_cached', 'a_queue', 'a_holders', 'max_used', 'max_queue',
+        'admissions', 'wait_sum', 'rejected', 'evicted_entries', 'evicted_units', 'preemptions',
+        'spills', 'stuck', 'leases_expired', 'grows', 'grow_waits',
+    )
+
     def __init__(self, engine, decl, index: int | None, order: int) -> None:
         self.E = engine
         self.decl = decl

@@ -130,6 +130,17 @@ class IterationRecord:
 class StepStage(StageMember):
     """One member of a step stage: its residents, the queues it admits, its iterations."""
 
+    # its own fields in slots, for the reason Engine's are (serq.sim.engine); StageMember's stay
+    # in the instance dict, few enough for CPython's compact per-class layout
+    __slots__ = (
+        'loc', 'spec', 'res', 'attn', 'group', 'grouped', 'n_walked', 'n_frac', 'admits', 'regs',
+        'busy', 'planning', 'end_seq', 'end_fn', 'claims', 'records', '_memory', 'fresh',
+        'adm_budget', 'batch', 'budget', 'budget0', 'chunk', 'granule', 'b_tok', 'b_pre', 'b_dec',
+        'b_kvd', 'b_kvp', 'b_att', 'n_pre', 'n_adm', 'stop_serve', 'stop_admit', 't_start',
+        'served_total', 'n_iter', 'iterations', 'tokens', 'preemptions', 'a_busy', 'a_res',
+        'max_res', 't_last', 'completed', 'sojourn_sum',
+    )
+
     service = "step"
 
     def __init__(self, engine, name: str, index: int | None, loc=None) -> None:

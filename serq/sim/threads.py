@@ -26,7 +26,10 @@ class Thread:
     state = IDLE
     token = 0  # the sequence number of its live completion at a stage
     where = None  # the stage or pool member it waits at
-    throw = None  # an exception to resume it with (a preempted hold admitted again)
+    # an exception to resume it with (a preempted hold admitted again); also set on each thread as
+    # it is made: the event loop reads it at every resumption, and CPython 3.11 specializes no read
+    # of a class attribute through an instance (each costs a generic lookup)
+    throw = None
     n = 0  # statements its loops executed since time n_t (the limit's count)
     n_t = -1.0
     ready_t = -1.0
@@ -69,6 +72,7 @@ class Thread:
         self.A = A
         self.kind = kind
         self.serial = serial
+        self.throw = None
 
     def describe(self) -> str:
         S = self.sess
@@ -102,6 +106,7 @@ class MainThread(Thread):
         self.sess = self
         self.A = A
         self.serial = serial
+        self.throw = None
 
 
 Session = MainThread
