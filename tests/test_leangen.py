@@ -364,6 +364,97 @@ SELF_PREEMPT_OBSERVATIONS = {0: [(0, 1, 0, 0, 0)], 1: [(1, 1, 0, 0, 0), (1, 1, 0
 SELF_PREEMPT_ITERATIONS = PREEMPT_ITERATIONS
 
 
+# `evict by (4 - size)`: the largest entry gives way first (over ℕ, `4 - size` on a pool of cap 4). A pool of
+# cap 4 in blocks of 1; three sessions of two turns hold `serial + 1` (1, 2, 3) for a delay of 1, observe
+# `cached` and cache up to 4. At 0 s0 (1) and s1 (2) are admitted, s2 (3) waits. At 1 s0 caches 1 (A) and
+# its second turn queues behind s2; s1 caches 2 (B) and queues too; s2 is admitted (used 3, cached 3:
+# 2 over): the keys are A 3, B 2, so B goes, whole, and A stays (`evict lru` would take A, then 1 of B);
+# s0 is admitted and consumes A (`cached` 1, where lru would leave it 0); s1 waits (4 + 2 > 4). At 2 s2
+# caches 3 (C) and queues; s1 is admitted, B gone (`cached` 0), and C gives way, 2 of its 3 from the tail;
+# s0 caches 1 (D) and ends. At 3 s1 caches 2 (E) and ends; s2 is admitted, consumes C's 1 (`cached` 1), and
+# of D (key 3) and E (key 2) E goes. Answers at 1 and 2 (s0), 1 and 3 (s1), 2 and 4 (s2)
+EVICT_BY_SOURCE = ("fn main() {\n  stage d : delay;\n  pool kv { cap 4; block 1; evict by (4 - size); }\n"
+                   "  workload { arrive batch(3); session { turn; turn; } }\n"
+                   "  server {\n    hold kv (cost(kv, serial + 1)) {\n      observe hit = cached;\n"
+                   "      run d (cost(d, 1));\n    } cache (cost(kv, 4));\n  }\n}\n")
+EVICT_BY_ANSWERS = {0: [(0, 1, 0, 1), (0, 2, 1, 2)], 1: [(1, 1, 0, 1), (1, 2, 1, 3)], 2: [(2, 1, 0, 2), (2, 2, 2, 4)]}
+EVICT_BY_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 2, 0, 1, 1)], 1: [(1, 1, 0, 0, 0), (1, 2, 0, 2, 0)],
+                         2: [(2, 1, 0, 1, 0), (2, 2, 0, 3, 1)]}
+
+
+# a lease (`lease kv (4 * serial + 1)`): three sessions hold 2 of a pool of 4 (blocks of 1) for a delay of 1,
+# observe `cached`, and keep the 2 as a lease past the hold, caching up to 2 when it ends; after the turn
+# each waits 2, releases kv (outside any hold: it ends its lease), waits 3 and observes `cachedin(kv)`. At
+# 0 s0 and s1 are admitted, s2 waits. At 1 both holds end: their 2 stay leased (`free` 0, observed as
+# `room`), s0's until 2, s1's until 6. At 2 s0's lease ends by its time: it gives back 2 and caches them;
+# s2 is admitted (`cached` 0) and the cache gives way (4 + 2 > 4). At 3 s0's release finds no lease; s1's
+# ends its lease, caching 2; s2's hold ends and its lease (until 12) keeps 2 (`free` 2: s1's 2 are cache).
+# At 5 s2's release ends it, caching 2. At 6 s0 has nothing cached (evicted), s1 and s2 (at 8) their 2; s1's
+# lease timer at 6 and s2's at 12 find their leases ended. Observation names: mine 0, hit 1, room 2
+LEASE_SOURCE = ("fn main() {\n  stage d : delay;\n  pool kv { cap 4; block 1; }\n"
+                "  workload { arrive batch(3); session { turn; run d (cost(d, 2)); release kv; run d (cost(d, 3)); "
+                "observe mine = cachedin(kv); } }\n"
+                "  server {\n    hold kv (cost(kv, 2)) {\n      observe hit = cached;\n      run d (cost(d, 1));\n"
+                "    } cache (cost(kv, 2)) lease kv (4 * serial + 1);\n    observe room = free(kv);\n  }\n}\n")
+LEASE_ANSWERS = {0: [(0, 1, 0, 1)], 1: [(1, 1, 0, 1)], 2: [(2, 1, 0, 3)]}
+LEASE_OBSERVATIONS = {0: [(0, 1, 1, 0, 0), (0, 1, 2, 1, 0), (0, 1, 0, 6, 0)],
+                      1: [(1, 1, 1, 0, 0), (1, 1, 2, 1, 0), (1, 1, 0, 6, 2)],
+                      2: [(2, 1, 1, 2, 0), (2, 1, 2, 3, 2), (2, 1, 0, 8, 2)]}
+
+
+# `blocksize(kv)`, 2 on a pool of cap 4 in blocks of 2: the sessions hold `blocksize(kv)` units, s1 3 more
+# (5, 6 in blocks, above the cap). Units that read `blocksize` are judged at every try, not at the join, as
+# the interpreter counts it as state: s1 is not refused but waits at the head of the queue for ever, and s2
+# behind it; s0 is admitted at 0, observes 2 and is answered at 1 (with the units judged at the join, s1
+# would be refused and s2 answered at 1)
+BLOCKSIZE_SOURCE = ("fn main() {\n  stage d : delay;\n  pool kv { cap 4; block 2; }\n  workload { arrive batch(3); }\n"
+                    "  server {\n    hold kv (cost(kv, blocksize(kv) + (serial == 1 ? 3 : 0))) {\n"
+                    "      observe b = blocksize(kv);\n      run d (cost(d, 1));\n    }\n  }\n}\n")
+BLOCKSIZE_ANSWERS = {0: [(0, 1, 0, 1)], 1: [], 2: []}
+BLOCKSIZE_OBSERVATIONS = {0: [(0, 1, 0, 0, 2)], 1: [], 2: []}
+
+
+@pytest.mark.parametrize("name, source, answers, observations", [
+    ("evict_by", EVICT_BY_SOURCE, EVICT_BY_ANSWERS, EVICT_BY_OBSERVATIONS),
+    ("lease", LEASE_SOURCE, LEASE_ANSWERS, LEASE_OBSERVATIONS),
+    ("blocksize", BLOCKSIZE_SOURCE, BLOCKSIZE_ANSWERS, BLOCKSIZE_OBSERVATIONS)])
+def test_kernel_recorded_run_of_evict_by_a_lease_or_blocksize_is_the_hand_computed_one(tmp_path, name, source,
+                                                                                       answers, observations):
+    from serq.leangen.kernel import kernel_program, recorded
+    _, program = _written(tmp_path, name, source)
+    sessions = recorded(program, kernel_program(program, tmp_path))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == observations
+
+
+def test_kernel_export_of_evict_by_a_lease_and_blocksize(tmp_path):
+    from serq.leangen.kernel import kernel_program, render_kernel_module
+    _, program = _written(tmp_path, "evict_by", EVICT_BY_SOURCE)
+    assert "evictKeys := [[(.bin .sub (.num 4) (.stageVar 9))]]" in render_kernel_module(
+        kernel_program(program, tmp_path), "Serq.Programs.EvictBy")
+    _, program = _written(tmp_path, "lease", LEASE_SOURCE)
+    text = render_kernel_module(kernel_program(program, tmp_path), "Serq.Programs.Lease")
+    assert ".hold [⟨0, (.num 2), (.num 0), true, true, true, (some (.bin .add (.bin .mul (.num 4) (.attr 2)) (.num 1)))⟩]" in text
+    assert ".release 0" in text and "evictKeys := [[]]" in text
+    inf = LEASE_SOURCE.replace("lease kv (4 * serial + 1)", "lease kv (inf)")
+    _, program = _written(tmp_path, "lease_inf", inf)
+    assert "true, true, true, none⟩]" in render_kernel_module(kernel_program(program, tmp_path), "Serq.Programs.LeaseInf")
+    _, program = _written(tmp_path, "blocksize", BLOCKSIZE_SOURCE)
+    text = render_kernel_module(kernel_program(program, tmp_path), "Serq.Programs.Blocksize")
+    assert ".observe 0 (.blockSize 2)" in text and "(.bin .add (.blockSize 2) (.cond" in text
+
+
+@pytest.mark.parametrize("key, what", [
+    ("used(kv)", "`used(kv)` in an `evict by` key"),
+    ("~exp(1)", "a draw `~exp(…)`"),
+])
+def test_kernel_export_refuses_an_eviction_key_outside(tmp_path, key, what):
+    from serq.leangen.kernel import kernel_program
+    _, program = _written(tmp_path, "p", EVICT_BY_SOURCE.replace("evict by (4 - size)", f"evict by ({key}, size)"))
+    with pytest.raises(SerqError, match=re.escape(f"p.sq:3:3: error: outside the Lean kernel fragment: {what}")):
+        kernel_program(program, tmp_path)
+
+
 def test_kernel_recorded_run_of_a_preemption_observes_computed(tmp_path):
     from serq.leangen.kernel import kernel_program, recorded
     _, program = _written(tmp_path, "preempt", PREEMPT_SOURCE)
@@ -486,7 +577,7 @@ def test_kernel_export_of_a_prefix_cache(tmp_path):
     f, _ = _cache_program(tmp_path)
     r = CliRunner().invoke(main, ["lean", "export", str(f)])
     assert r.exit_code == 0, r.output
-    assert ".hold [⟨0, (.num 4), (.num 0), true, true⟩] none (some (.num 3)) [" in r.output
+    assert ".hold [⟨0, (.num 4), (.num 0), true, true, false, none⟩] none (some (.num 3)) [" in r.output
     assert "blocks := [1]" in r.output and "cachedAt := 0" in r.output
 
 
@@ -575,7 +666,7 @@ def test_kernel_export_of_blocks_and_a_reserve(tmp_path):
     r = CliRunner().invoke(main, ["lean", "export", str(f)])
     assert r.exit_code == 0, r.output
     assert "caps := [5]" in r.output and "blocks := [2]" in r.output
-    assert ".hold [⟨0, (.num 1), (.num 3), false, false⟩] none none [" in r.output
+    assert ".hold [⟨0, (.num 1), (.num 3), false, false, false, none⟩] none none [" in r.output
 
 
 def _renewal_program(folder: Path):
@@ -628,7 +719,7 @@ def test_kernel_export_of_pools_and_a_fifo_stage():
     r = CliRunner().invoke(main, ["lean", "export", str(SANDBOX)])
     assert r.exit_code == 0, r.output
     assert "stages := [(.fifo 1), .delay]" in r.output and "caps := [1]" in r.output
-    assert ".hold [⟨0, (.num 1), (.num 0), false, false⟩] none none [" in r.output and "blocks := [0]" in r.output
+    assert ".hold [⟨0, (.num 1), (.num 0), false, false, false, none⟩] none none [" in r.output and "blocks := [0]" in r.output
 
 
 def test_kernel_export_of_queue_keys(tmp_path):
@@ -643,7 +734,7 @@ def test_kernel_export_of_queue_keys(tmp_path):
     assert r.exit_code == 0, r.output
     assert "caps := [2, 3]" in r.output
     assert "queueKeys := [[(.bin .mod (.attr 2) (.num 2)), .waited], []]" in r.output
-    assert ".hold [⟨0, (.num 1), (.num 0), false, false⟩, ⟨1, (.num 2), (.num 0), false, false⟩] none none" in r.output
+    assert ".hold [⟨0, (.num 1), (.num 0), false, false, false, none⟩, ⟨1, (.num 2), (.num 0), false, false, false, none⟩] none none" in r.output
 
 
 def test_kernel_export_of_a_delay_program():
@@ -658,6 +749,29 @@ def test_kernel_export_of_a_delay_program():
     assert ".run 1 (.bin .add (.num 1) (.attr 3))" in r.output
     assert ".run 0 (.bin .mul (.floorDiv (.attr 2) 100) (.num 2))" in r.output
     assert "sessions := 3" in r.output
+
+
+# the catalogue's whole-valued functions of a positive constant: `ceil(a / d)` (⌊(a + d - 1) / d⌋) and
+# `reusable(n, b)` (⌊(n - 1) / b⌋ · b, 0 for n = 0). Sessions 0, 1, 2 run for `serial` and observe
+# ceil(5·serial / 4) = 0, 2, 3 and reusable(3·serial, 2) = 0, 2, 4 when their runs end (at 0, 1, 2).
+FUNCTIONS_SOURCE = ("fn main() {\n  stage d : delay;\n  workload { arrive batch(3); }\n"
+                    "  server { run d (cost(d, serial)); observe up = ceil((serial * 5) / 4); "
+                    "observe blocks = reusable(serial * 3, 2); }\n}\n")
+FUNCTIONS_ANSWERS = {0: [(0, 1, 0, 0)], 1: [(1, 1, 0, 1)], 2: [(2, 1, 0, 2)]}
+FUNCTIONS_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 1, 1, 0, 0)], 1: [(1, 1, 0, 1, 2), (1, 1, 1, 1, 2)],
+                          2: [(2, 1, 0, 2, 3), (2, 1, 1, 2, 4)]}
+
+
+def test_kernel_ceil_and_reusable_are_floor_divisions(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded, render_kernel_module
+    _, program = _written(tmp_path, "functions", FUNCTIONS_SOURCE)
+    kp = kernel_program(program, tmp_path)
+    text = render_kernel_module(kp, "Serq.Programs.Functions")
+    assert ".observe 0 (.floorDiv (.bin .add (.bin .mul (.attr 2) (.num 5)) (.num 3)) 4)" in text
+    assert ".observe 1 (.bin .mul (.floorDiv (.bin .sub (.bin .mul (.attr 2) (.num 3)) (.num 1)) 2) (.num 2))" in text
+    sessions = recorded(program, kp)
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == FUNCTIONS_ANSWERS
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == FUNCTIONS_OBSERVATIONS
 
 
 def test_kernel_recorded_run_is_the_hand_computed_one():
@@ -694,6 +808,9 @@ def test_kernel_export_refuses_what_is_outside_at_its_location(tmp_path, source,
     ("observe x = now / 2;", "4:12", "`/` outside `floor(a / d)`"),
     ("observe x = floor(now / serial);", "4:12", "a division or `%` by what is not a positive whole constant"),
     ("observe x = now - 1.5;", "4:12", "the number 1.5"),
+    ("observe x = ceil(now / serial);", "4:12", "a division or `%` by what is not a positive whole constant"),
+    ("observe x = reusable(now, serial);", "4:12", "a division or `%` by what is not a positive whole constant"),
+    ("observe x = sqrt(now);", "4:12", "`sqrt(…)`: the fragment's functions are min, max, floor(a / d), ceil(a / d)"),
 ])
 def test_kernel_export_refuses_an_expression_at_its_statement(tmp_path, server, where, what):
     from click.testing import CliRunner
@@ -724,8 +841,8 @@ def test_kernel_binops_are_the_irs():
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
-    program, the pool-observables program and the six engines in one file (one Lean start-up, not
-    twelve); the cache's and the observables' observations too, the engines' tokens and iterations."""
+    program, the pool-observables program, the functions program, the six engines, and the `evict by`, lease
+    and `blocksize` programs in one file (one Lean start-up, not sixteen); the cache's and the observables' observations too, the engines' tokens and iterations."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -739,8 +856,13 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, kv_memory = _written(tmp_path, "kv_memory", KV_SOURCE)
     _, preempt = _written(tmp_path, "preempt", PREEMPT_SOURCE)
     _, self_preempt = _written(tmp_path, "self_preempt", SELF_PREEMPT_SOURCE)
+    _, functions = _written(tmp_path, "functions", FUNCTIONS_SOURCE)
+    _, evict_by = _written(tmp_path, "evict_by", EVICT_BY_SOURCE)
+    _, lease = _written(tmp_path, "lease", LEASE_SOURCE)
+    _, blocksize = _written(tmp_path, "blocksize", BLOCKSIZE_SOURCE)
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
-                "SelfPreempt": SELF_PREEMPT_OBSERVATIONS}
+                "SelfPreempt": SELF_PREEMPT_OBSERVATIONS, "Functions": FUNCTIONS_OBSERVATIONS,
+                "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS}
     # the engines' turns' tokens and iterations
     engine_runs = {"Engine": (ENGINE_TOKENS, ENGINE_ITERATIONS),
                    "ByRemaining": (BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
@@ -755,7 +877,10 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("Engine", engine, tmp_path, ENGINE_ANSWERS), ("ByRemaining", by_remaining, tmp_path, BY_REMAINING_ANSWERS),
             ("Phases", phases, tmp_path, PHASES_ANSWERS), ("KvMemory", kv_memory, tmp_path, KV_ANSWERS),
             ("Preempt", preempt, tmp_path, PREEMPT_ANSWERS),
-            ("SelfPreempt", self_preempt, tmp_path, SELF_PREEMPT_ANSWERS)):
+            ("SelfPreempt", self_preempt, tmp_path, SELF_PREEMPT_ANSWERS),
+            ("Functions", functions, tmp_path, FUNCTIONS_ANSWERS),
+            ("EvictBy", evict_by, tmp_path, EVICT_BY_ANSWERS), ("Lease", lease, tmp_path, LEASE_ANSWERS),
+            ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(

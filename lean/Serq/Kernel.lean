@@ -25,7 +25,8 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
   | 0, m, th => { m.put th with outOfFuel := true }
   | f + 1, m, th =>
     match th.k with
-    | [] => m.put th
+    -- the session's end: its leases end, in the order they were taken (`Engine.end_session`)
+    | [] => { m with pools := endLeases p.blocks p.caps th.serial th.attrs m.now m.pools th.leases }.put { th with leases := [] }
     | .submit :: k =>
       -- the turn starts: no token yet (`Engine.turn_start`)
       exec p f { m with progress := setProgress m.progress th.serial ⟨0, 0, 0, 0, 0⟩ }
@@ -41,8 +42,16 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
       else exec p f m { th with k := k }
     | .release held w :: k =>
       -- the hold's end: its parts given back, caching per its clause; `computed` is 0 again (`hold_end`)
-      exec p f { m with pools := giveBack p.blocks th.serial (cacheKeep (m.view p th.serial) th.attrs m.now w.cache) m.pools held }
-        { th with k := k, attrs := setAt th.attrs p.computedAt 0 }
+      let keep := cacheKeep (m.view p th.serial) th.attrs m.now w.cache
+      match leasedPart held (leaseOf w.on) with
+      | none =>
+        exec p f { m with pools := giveBack p.blocks th.serial keep m.pools held } { th with k := k, attrs := setAt th.attrs p.computedAt 0 }
+      | some h =>
+        -- `lease m (t)`: the part on m stays the pool's allocation, the session's lease, and the others go
+        -- back; the duration is read then (`Holds.hold_end`, `Holds.lease`)
+        let m1 := { m with pools := giveBack p.blocks th.serial keep m.pools (heldWithout held h.pool) }
+        exec p f (m1.leaseTimer th.serial (leaseDuration (m1.view p th.serial) th.attrs m.now (leaseExpr (leaseOf w.on))))
+          { th with k := k, attrs := setAt th.attrs p.computedAt 0, leases := appendLease th.leases ⟨m.seq, h, w.cache⟩ }
     | .stmts [] :: k => exec p f m { th with k := k }
     | .stmts (st :: rest) :: k =>
       match st with
@@ -50,10 +59,19 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
       | .observe j e =>
         let o : Observation := ⟨th.serial, th.turns, j, m.now, m.value p th e⟩
         exec p f m { th with observations := o :: th.observations, k := .stmts rest :: k }
-      | .stop => { m with pools := releaseAll p.blocks p.caps th.serial th.attrs m.now m.pools k }.put { th with k := [], inTurn := false }
+      | .stop =>
+        -- its holds given back, innermost first, then its leases (`Engine.end`, `end_session`)
+        { m with pools := endLeases p.blocks p.caps th.serial th.attrs m.now
+                   (releaseAll p.blocks p.caps th.serial th.attrs m.now m.pools k) th.leases }.put
+          { th with k := [], inTurn := false, leases := [] }
       | .release i =>
-        let r := releaseIn p.blocks p.caps th.serial th.attrs m.now i m.pools k
-        exec p f { m with pools := r.1 } { th with k := .stmts rest :: r.2 }
+        if holdsOn k i then
+          let r := releaseIn p.blocks p.caps th.serial th.attrs m.now i m.pools k
+          exec p f { m with pools := r.1 } { th with k := .stmts rest :: r.2 }
+        else
+          -- outside any hold on the pool: the session's leases there end
+          let r := endLeasesOn p.blocks p.caps th.serial th.attrs m.now i m.pools th.leases
+          exec p f { m with pools := r.1 } { th with k := .stmts rest :: k, leases := r.2 }
       | .branch t yes no =>
         exec p f m { th with k := .stmts (if m.value p th t != 0 then yes else no) :: .stmts rest :: k }
       | .while t body =>
@@ -79,8 +97,10 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
                    admSeq := if th.admNo = 0 then m.admSeq + 1 else m.admSeq }.put
             { th with admNo := adm, k := .stmts rest :: k }
       | .hold on reuse cache body =>
-        if rejects p.blocks (m.view p th.serial) th.attrs m.now on then   -- refused: the session ends, its holds given back
-          { m with pools := releaseAll p.blocks p.caps th.serial th.attrs m.now m.pools k }.put { th with k := [], inTurn := false }
+        if rejects p.blocks (m.view p th.serial) th.attrs m.now on then   -- refused: the session ends, its holds and leases given back
+          { m with pools := endLeases p.blocks p.caps th.serial th.attrs m.now
+                     (releaseAll p.blocks p.caps th.serial th.attrs m.now m.pools k) th.leases }.put
+            { th with k := [], inTurn := false, leases := [] }
         else
           match on with
           | [] => m.put { th with k := .stmts rest :: k }
@@ -119,11 +139,11 @@ The units are read as the admission found the pools (`v`: `Engine.try_admit` rea
 The `cached` attribute is what the first pool it reuses on consumed (`attr`, 0 until then: `first`).
 Returned with the hold's parts (`Held`, pool by pool): the units it took, whether its release caches
 there, and its position, the prefix it consumed (`Alloc(…, pos=consumed)`). -/
-def admitOn (blocks : List Nat) (v : PoolView) (caching : Bool) (rho : Option Nat) (attrs : List Nat)
+def admitOn (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat) (attrs : List Nat)
     (now : Nat) : Bool → Nat → List PoolState → List HoldOn → List PoolState × Nat × List Held
   | _, attr, ps, [] => (ps, attr, [])
   | first, attr, ps, h :: hs =>
-    let b := getAt blocks h.pool
+    let b := getAt p.blocks h.pool
     let ur := roundUp b (eval v attrs now 0 h.units)
     let q := getPool ps h.pool
     let reusing := caching && h.reuses
@@ -134,8 +154,8 @@ def admitOn (blocks : List Nat) (v : PoolView) (caching : Bool) (rho : Option Na
     let consumed := if reusing && live.1 then roundDown b (Nat.min limit ur) else 0
     let entries := if reusing && live.1 then consumeLive v.serial consumed q.entries else q.entries
     let used := q.used + ur
-    let q' := { q with used := used, holders := q.holders + 1, entries := makeRoom (getAt v.caps h.pool) b used entries }
-    let rest := admitOn blocks v caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
+    let q' := { q with used := used, holders := q.holders + 1, entries := evictIn p threads ps now h.pool used entries }
+    let rest := admitOn p threads v caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
       (setPool ps h.pool q') hs
     (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false⟩ :: rest.2.2)
 
@@ -193,7 +213,7 @@ def Machine.admitWaiter (p : Program) (m : Machine) (i j : Nat) : Machine :=
   let caching := isSome w.cache
   let out := setPool m.pools i { q with queue := removeWaiter q.queue j }
   -- the `reuse` clause is read once the hold is out of the queue, before it takes anything
-  let r := admitOn p.blocks found caching (reuseLimit ⟨p.caps, out, th.serial, []⟩ th.attrs m.now w.reuse) th.attrs m.now
+  let r := admitOn p m.threads found caching (reuseLimit ⟨p.caps, out, th.serial, []⟩ th.attrs m.now w.reuse) th.attrs m.now
     true 0 out w.on
   { m with pools := r.1, admSeq := m.admSeq + countHoldOns w.on }.put
     { th with attrs := setAt th.attrs p.cachedAt r.2.1, admNo := m.admSeq,
@@ -429,6 +449,14 @@ def fire (p : Program) (m : Machine) : Wake → Machine
     let r := applyTokens es.start m.now m'.progress es.residents
     { m' with progress := r.1, engines := setEngineState m'.engines s { es with busy := false, residents := r.2.1 },
               ready := appendNats m'.ready r.2.2 }
+  | .leaseEnd t id =>
+    -- a lease's `t` seconds are over: it ends, unless it did already (`Holds.lease_expired`)
+    let th := getThread m.threads t
+    match leaseNumbered id th.leases with
+    | none => m
+    | some l =>
+      { m with pools := endLease p.blocks p.caps th.serial th.attrs m.now m.pools l }.put
+        { th with leases := leasesWithout id th.leases }
   | .fifoDone s t =>
     let st := getStage m.stages s
     match st.queue with
@@ -449,7 +477,7 @@ def loop (p : Program) : Nat → Machine → Machine
 /-- Session `serial` as it arrives: every attribute 0 but its serial; its `init` block, then its
 session block. -/
 def arrive (p : Program) (serial : Nat) : Thread :=
-  ⟨serial, setAt (zeros p.attrs) p.serialAt serial, 0, 0, false, [.stmts p.init, .stmts p.session], [], [], 0, 0, []⟩
+  ⟨serial, setAt (zeros p.attrs) p.serialAt serial, 0, 0, false, [.stmts p.init, .stmts p.session], [], [], 0, 0, [], []⟩
 
 def arrivals (p : Program) : Nat → Nat → List Thread
   | 0, _ => []

@@ -16,7 +16,7 @@ them), in prefix form:
   (iterations (8 each))*`, each list as its length then its elements, newest first (as
   `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none);
 * program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
-  blocks cachedAt computedAt engines admitVia preemptModes preemptKeys`, the stages as their count then each service (`0` delay, `1 c`
+  blocks cachedAt computedAt engines admitVia preemptModes preemptKeys evictKeys`, the stages as their count then each service (`0` delay, `1 c`
   fifo(c), `2 e` step engine e), the caps as
   their count then each, the pools' queue keys as their count then, per pool, its keys as a list
   of expressions (empty: `queue fifo`), the pools' blocks as their count then each (0: no block),
@@ -24,17 +24,19 @@ them), in prefix form:
   cost` expressions, its serve keys (`advance running by`) as their count then each, and its `only`
   predicates on `advance running` and `admit waiting` (each `0` none or `1 e`) and its admissions' gate
   (`Engine.admitGated`: `1` true, `0` false), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
-  s), the pools' preemption modes (`Program.preemptModes`) as their count then each, and their `preempt
-  by` keys as their count then, per pool, its keys as a list of expressions;
+  s), the pools' preemption modes (`Program.preemptModes`) as their count then each, their `preempt
+  by` keys as their count then, per pool, its keys as a list of expressions, and their `evict by` keys
+  the same way (empty: `evict lru`);
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
-  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses)ⁿ reuse cache body` hold (reuse and cache
-  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1), `9 pool` release, `10 stage decode grow w`
+  `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses lease)ⁿ reuse cache body` hold (reuse and cache
+  optional expressions, `0` none or `1 e`; caches and reuses 0 or 1; lease `0` none, `1` `lease m (inf)`, `2 t`
+  `lease m (t)`), `9 pool` release, `10 stage decode grow w`
   a run on an engine (decode 0 or 1; grow 0, or `i + 1` for `growing` pool i);
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
   in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited,
   and a pool's observable of pool `i`: `10 i` used, `11 i` free, `12 i` holders, `13 i` queued, `14 i` cachedin;
-  `15 i` an engine's context variable (`StageVar`).
+  `15 i` an engine's context variable (`StageVar`), `16 b` `blocksize(m)` of a pool of block `b` (1 without one).
 
 Every reader takes fuel (a bound on the tokens it reads) and fails (`none`) on anything else,
 so an unreadable line is a verdict of its own, never a wrong answer.
@@ -113,12 +115,22 @@ def readExpr : Nat → List Nat → Option (Expr × List Nat)
   | _ + 1, 13 :: i :: r => some (.queued i, r)
   | _ + 1, 14 :: i :: r => some (.cachedIn i, r)
   | _ + 1, 15 :: i :: r => some (.stageVar i, r)
+  | _ + 1, 16 :: b :: r => some (.blockSize b, r)
   | _, _ => none
 
 def flag (n : Nat) : Bool := n != 0
 
-/-- `count` pools of a hold, each as its pool's index, its units, its reserve and whether it caches
-and reuses (0 or 1 each). -/
+/-- A hold's lease on a pool: `0` none, `1` `inf`, `2 e` for `e` seconds. -/
+def readLease (f : Nat) : List Nat → Option (Bool × Option Expr × List Nat)
+  | 0 :: r => some (false, none, r)
+  | 1 :: r => some (true, none, r)
+  | 2 :: r => match readExpr f r with
+    | some (e, r) => some (true, some e, r)
+    | none => none
+  | _ => none
+
+/-- `count` pools of a hold, each as its pool's index, its units, its reserve, whether it caches
+and reuses (0 or 1 each) and its lease (`readLease`). -/
 def readHoldOns : Nat → Nat → List Nat → Option (List HoldOn × List Nat)
   | 0, _, _ => none
   | _ + 1, 0, r => some ([], r)
@@ -127,8 +139,11 @@ def readHoldOns : Nat → Nat → List Nat → Option (List HoldOn × List Nat)
     | some (u, r) =>
       match readExpr f r with
       | some (res, c :: ru :: r) =>
-        match readHoldOns f count r with
-        | some (hs, r) => some (⟨pool, u, res, flag c, flag ru⟩ :: hs, r)
+        match readLease f r with
+        | some (leased, dur, r) =>
+          match readHoldOns f count r with
+          | some (hs, r) => some (⟨pool, u, res, flag c, flag ru, leased, dur⟩ :: hs, r)
+          | none => none
         | none => none
       | _ => none
     | none => none
@@ -327,10 +342,13 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
                         match readNats nm r with
                         | some (modes, np :: r) =>
                           match readKeyLists f np r with
-                          | some (preemptKeys, r) =>
-                            some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
-                              gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys⟩, r)
-                          | none => none
+                          | some (preemptKeys, ne :: r) =>
+                            match readKeyLists f ne r with
+                            | some (evictKeys, r) =>
+                              some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
+                                gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys, evictKeys⟩, r)
+                            | none => none
+                          | _ => none
                         | _ => none
                       | _ => none
                     | _ => none

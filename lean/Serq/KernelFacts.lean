@@ -20,6 +20,13 @@ namespace Serq.Kernel
 
 @[simp] theorem Machine.setTimer_now (m : Machine) (t : Nat) (w : Wake) : (m.setTimer t w).now = m.now := rfl
 
+@[simp] theorem Machine.leaseTimer_now (m : Machine) (s : Nat) (d : Option Nat) : (m.leaseTimer s d).now = m.now := by
+  cases d <;> rfl
+
+@[simp] theorem Machine.leaseTimer_threads (m : Machine) (s : Nat) (d : Option Nat) :
+    (m.leaseTimer s d).threads = m.threads := by
+  cases d <;> rfl
+
 theorem Machine.addJob_frame (p : Program) (m : Machine) (s t w : Nat) :
     (m.addJob p s t w).threads = m.threads ∧ (m.addJob p s t w).now = m.now := by
   simp only [Machine.addJob]
@@ -123,6 +130,9 @@ theorem fire_now (p : Program) (m : Machine) (w : Wake) : (fire p m w).now = m.n
     simp only [fire]
     split <;> rfl
   | fifoDone s t =>
+    simp only [fire]
+    split <;> rfl
+  | leaseEnd t id =>
     simp only [fire]
     split <;> rfl
   | iterationEnd s =>
@@ -385,6 +395,11 @@ theorem fire_causal (p : Program) (m : Machine) (w : Wake) : m.causal → (fire 
   | fifoDone s t =>
     simp only [fire]
     split <;> exact Machine.causal_of_threads rfl rfl hm
+  | leaseEnd t id =>
+    simp only [fire]
+    split
+    · exact hm
+    · exact Machine.put_same_causal { m with pools := _ } _ t (Machine.causal_of_threads rfl rfl hm) rfl rfl
   | iterationEnd s =>
     exact Machine.causal_of_threads rfl rfl (Machine.advanceHolds_causal m _ hm)
 

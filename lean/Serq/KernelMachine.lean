@@ -26,9 +26,11 @@ The fragment it covers today (`docs/lean.md`, "The kernel fragment"):
   hold that joined first), its units and a `reserve` per pool (admitted when `used + max(u, r)`,
   each in whole blocks, fits the cap), a prefix cache (`cache (ℓ)`, `reuse (ρ)`: a release caches
   the session's prefix as its newest entry, an admission consumes of its live entry and sets
-  `cached`, the rest of the entry stays dead, and the oldest entries are evicted, block by block
-  from the tail, while the allocations and the cache exceed the cap: `evict lru`), and `release`
-  of a pool inside a hold on it.
+  `cached`, the rest of the entry stays dead, and entries are evicted, block by block from the
+  tail, while the allocations and the cache exceed the cap: the oldest first under `evict lru`, the
+  least keys first under `evict by (keys)`, `evictIn`), `lease m (t)` (the hold's part on m outlives
+  its scope until a `release m` outside any hold on m, `t` seconds, or the session's end: `Lease`),
+  and `release` of a pool inside a hold on it.
 * **Workload.** `arrive batch(N)`: N sessions at time 0, serials 0 … N-1; or `arrive renewal(g)`
   with a constant whole gap and the run's `--arrivals N`: session k arrives at (k + 1)·g, each
   arrival's event setting the next one's timer (so the interpreter's order of the events at one
@@ -74,6 +76,7 @@ inductive Expr where
   | queued (pool : Nat)    -- `queued(m)`: the holds waiting in its queue (a hold on several pools waits in its first's)
   | cachedIn (pool : Nat)  -- `cachedin(m)`: the session's own live cached prefix there (0 without one)
   | stageVar (i : Nat)     -- an engine's clause's context variable (`StageVar`): 0 elsewhere
+  | blockSize (b : Nat)    -- `blocksize(m)`: the pool's block (1 without one), a constant the interpreter reads as state
 
 /-- The context variables an engine's clauses read (`Expr.stageVar`), by their place in the
 `PoolView.stage` the engine fills: `batch.tokens` and `batch.prefilled` (0 when the iteration starts),
@@ -94,6 +97,11 @@ def StageVar.remaining : Nat := 7
 /-- What a `preempt by` key reads of a candidate, beside `decoding` and `admission` (its place in the
 candidates' admission order): its hold's position on the pool (`position`). -/
 def StageVar.position : Nat := 8
+/-- What an `evict by` key reads of a cached entry (`PoolMember.make_room`), beside its session's
+attributes and `now`: its units as the eviction starts (`size`) and whether its session has a hold
+waiting for admission to the pool (`waiting`, 1 or 0). -/
+def StageVar.size : Nat := 9
+def StageVar.entryWaiting : Nat := 10
 
 /-- A stage's service: `delay` (every job on its own at rate 1: a run of work `w` takes `w`) or
 `fifo c` (c servers, one job each at rate 1, the others waiting in arrival order). -/
@@ -114,6 +122,10 @@ structure HoldOn where
   reserve : Expr
   caches : Bool
   reuses : Bool
+  -- `lease m (t)` on this pool: its part outlives the hold's scope (`leaseFor`: t seconds, `none` for `inf`:
+  -- until a `release m` outside any hold on m or the session's end)
+  leased : Bool
+  leaseFor : Option Expr
 
 /-- A statement of the fragment. An observation's name is its index in the program's table of
 observe names; a stage and a pool are their indices in the program's stages and pools. -/
@@ -176,6 +188,7 @@ structure Program where
   -- (`preempt lifo`: no keys), the victim requeued at the head; 2 the same, `requeue tail`
   preemptModes : List Nat
   preemptKeys : List (List Expr)  -- per pool, its `preempt by` keys (`preempt lifo`: none, every candidate ties)
+  evictKeys : List (List Expr)    -- per pool, its `evict by` keys (`evict lru`: none, the release order)
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/
@@ -262,6 +275,15 @@ inductive Frame where
   | answer
   | release (held : List Held) (hold : Waiter)
 
+/-- A hold's part kept past its scope's end (`lease m (t)`, `Holds.lease`): its number (the timer that
+ends it names it), the part (units and position, the pool's allocation still), and the hold's `cache`
+clause, read when the lease ends (`release m` outside any hold on m, its `t` seconds, the session's
+end) with the session's attributes then. -/
+structure Lease where
+  id : Nat
+  part : Held
+  cache : Option Expr
+
 /-- A session's thread. `answers` and `observations` are newest first. -/
 structure Thread where
   serial : Nat
@@ -275,6 +297,7 @@ structure Thread where
   admNo : Nat        -- its latest admission's number (an engine's residents are in this order)
   created : Nat      -- when its open turn was created, plus 1: its last answer's time + 1 (0: none yet)
   tokens : List TurnTokens  -- what its answered turns' tokens were, newest first
+  leases : List Lease       -- its leases, in the order they were taken (`T.leases`)
 
 /-- A session's open turn's tokens so far, which an engine's iterations write (the machine keeps
 them beside the threads, so an iteration's end changes no thread): the first token's time (0: none
@@ -342,6 +365,7 @@ inductive Wake where
   | fifoDone (stage thread : Nat)
   | arrival (serial : Nat)
   | iterationEnd (stage : Nat)
+  | leaseEnd (thread lease : Nat)  -- a lease's `t` seconds are over (nothing if it ended before)
 
 /-- A timer: its time and its number (the order it was set), what it does. -/
 structure Timer where
@@ -439,6 +463,7 @@ def eval (v : PoolView) (attrs : List Nat) (now waited : Nat) : Expr → Nat
   | .queued i => countWaiters (getPool v.pools i).queue
   | .cachedIn i => (liveOf v.serial (getPool v.pools i).entries).2
   | .stageVar i => getAt v.stage i
+  | .blockSize b => b
   | .not e => truth (eval v attrs now waited e == 0)
   | .bin op l r => evalBin op (eval v attrs now waited l) (eval v attrs now waited r)
   | .cond t a b => if eval v attrs now waited t != 0 then eval v attrs now waited a else eval v attrs now waited b
@@ -447,10 +472,12 @@ def eval (v : PoolView) (attrs : List Nat) (now waited : Nat) : Expr → Nat
   | .floorDiv a d => eval v attrs now waited a / d
 
 /-- The expression reads attributes and numbers only, not the clock nor a pool: a hold's units that
-are judged against the cap when the session joins the queue (the reference, *Pools*). -/
+are judged against the cap when the session joins the queue (the reference, *Pools*). `blocksize(m)`
+is a constant but not static: the interpreter counts it as state (`is_static`), so units that read it
+are judged at every try. -/
 def Expr.static : Expr → Bool
   | .num _ | .attr _ => true
-  | .now | .waited | .used _ | .free _ | .holders _ | .queued _ | .cachedIn _ | .stageVar _ => false
+  | .now | .waited | .used _ | .free _ | .holders _ | .queued _ | .cachedIn _ | .stageVar _ | .blockSize _ => false
   | .not e => e.static
   | .bin _ l r => l.static && r.static
   | .cond t a b => t.static && a.static && b.static
@@ -465,7 +492,7 @@ def Machine.value (p : Program) (m : Machine) (th : Thread) (e : Expr) : Nat :=
   eval (m.view p th.serial) th.attrs m.now 0 e
 
 def getThread : List Thread → Nat → Thread
-  | [], _ => ⟨0, [], 0, 0, false, [], [], [], 0, 0, []⟩
+  | [], _ => ⟨0, [], 0, 0, false, [], [], [], 0, 0, [], []⟩
   | t :: _, 0 => t
   | _ :: ts, n + 1 => getThread ts n
 
@@ -653,6 +680,79 @@ def releaseAll (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now :
     releaseAll blocks caps serial attrs now (giveBack blocks serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now w.cache) ps held) k
   | ps, _ :: k => releaseAll blocks caps serial attrs now ps k
 
+/-! ### Leases -/
+
+/-- A `release` of pool `i` stands inside a hold on `i` (the innermost such hold gives its part back,
+`releaseIn`); outside any, it ends the session's leases there (`Holds.release_lease`). The search stops
+at the turn's answer, as `releaseIn`'s. -/
+def holdsOn : List Frame → Nat → Bool
+  | [], _ => false
+  | .answer :: _, _ => false
+  | .release held _ :: k, i => heldHas held i || holdsOn k i
+  | _ :: k, i => holdsOn k i
+
+/-- The hold's lease (`lease m (t)`): the pool it names and its duration (`none`: `inf`). -/
+def leaseOf : List HoldOn → Option (Nat × Option Expr)
+  | [] => none
+  | h :: hs => if h.leased then some (h.pool, h.leaseFor) else leaseOf hs
+
+/-- The lease's duration expression (`none`: no lease, or `inf`). -/
+def leaseExpr : Option (Nat × Option Expr) → Option Expr
+  | none => none
+  | some (_, d) => d
+
+/-- The part a hold's end leases: the one on its lease's pool, unless a `release` gave it back already
+(the interpreter's `F.allocs[lease_pos]` is then `None`, and nothing is leased). -/
+def leasedPart (held : List Held) : Option (Nat × Option Expr) → Option Held
+  | none => none
+  | some (i, _) => if heldHas held i && !(heldPart held i).given then some (heldPart held i) else none
+
+/-- A lease ends (`Holds.release_lease_alloc`): its part goes back to its pool, caching per the hold's
+clause, read now with the session's attributes. -/
+def endLease (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) (ps : List PoolState) (l : Lease) :
+    List PoolState :=
+  giveBack blocks serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now l.cache) ps [l.part]
+
+/-- Every lease ended, in the order they were taken (the session's end: `Engine.end_session`). -/
+def endLeases (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) :
+    List PoolState → List Lease → List PoolState
+  | ps, [] => ps
+  | ps, l :: ls => endLeases blocks caps serial attrs now (endLease blocks caps serial attrs now ps l) ls
+
+/-- The leases on pool `i` ended, in order (`release m` outside any hold on m); the others kept. -/
+def endLeasesOn (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now i : Nat) :
+    List PoolState → List Lease → List PoolState × List Lease
+  | ps, [] => (ps, [])
+  | ps, l :: ls =>
+    if l.part.pool == i then endLeasesOn blocks caps serial attrs now i (endLease blocks caps serial attrs now ps l) ls
+    else
+      let r := endLeasesOn blocks caps serial attrs now i ps ls
+      (r.1, l :: r.2)
+
+/-- The lease numbered `id`, if it has not ended. -/
+def leaseNumbered (id : Nat) : List Lease → Option Lease
+  | [] => none
+  | l :: ls => if l.id == id then some l else leaseNumbered id ls
+
+def leasesWithout (id : Nat) : List Lease → List Lease
+  | [] => []
+  | l :: ls => if l.id == id then ls else l :: leasesWithout id ls
+
+def appendLease : List Lease → Lease → List Lease
+  | [], v => [v]
+  | x :: xs, v => x :: appendLease xs v
+
+/-- A lease's duration, read as it is taken (`none`: `inf`). -/
+def leaseDuration (v : PoolView) (attrs : List Nat) (now : Nat) : Option Expr → Option Nat
+  | none => none
+  | some e => some (eval v attrs now 0 e)
+
+/-- A lease taken now by thread `serial` is numbered `m.seq` (`Lease.id`); a finite one's end is set,
+`t` later (`Holds.lease`: the interpreter's event, in the order of every other), under that number. -/
+def Machine.leaseTimer (m : Machine) (serial : Nat) : Option Nat → Machine
+  | none => { m with seq := m.seq + 1 }
+  | some t => m.setTimer (m.now + t) (.leaseEnd serial m.seq)
+
 /-- A hold that can never fit: a pool's units or reserve, judged at the join because they read no
 state, are above its cap in whole blocks. -/
 def rejects (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
@@ -738,14 +838,22 @@ def hasWork (admitVia : List Nat) (pools : List PoolState) (s : Nat) (es : Engin
   | _ :: _ => true
   | [] => decide (0 < waitingIn s admitVia pools)
 
-/-- The iteration being planned: the budget left, the batch's tokens, prefill tokens and decodes, and
-its preemptions so far (`running.preempted`, the interpreter's `n_pre`). -/
+/-- The iteration being planned: the budget it read at its start (`tokens cap`), the batch's tokens,
+prefill tokens and decodes, and its preemptions so far (`running.preempted`, the interpreter's
+`n_pre`). The budget left is the cap less the tokens (`Batch.budget`). The interpreter keeps both
+numbers (`budget -= n` beside `b_tok += n` in `StepStage.serve_one`, the reverse in `unserve`); they
+stay the cap less the tokens as long as no serving takes more than the budget left (`tokensFor`
+never does) and no preemption gives back more than the batch holds, and this way the batch is within
+its cap by construction (`Serq.KernelBudget`). -/
 structure Batch where
-  budget : Nat
+  cap : Nat
   tokens : Nat
   prefilled : Nat
   decoders : Nat
   preempted : Nat
+
+/-- The budget left: the cap less the tokens scheduled. -/
+def Batch.budget (b : Batch) : Nat := b.cap - b.tokens
 
 /-- The tokens the iteration gives a resident, the budget left being `budget > 0`: one to a decode,
 to a prefill its remainder up to the chunk (`chunk`, 0: no cap) and the budget (`serve_one`). -/
@@ -753,12 +861,12 @@ def tokensFor (chunk budget : Nat) (r : Resident) : Nat :=
   if r.decode then 1 else Nat.min (if chunk = 0 then r.rem else Nat.min r.rem chunk) budget
 
 def Batch.serve (b : Batch) (r : Resident) (n : Nat) : Batch :=
-  ⟨b.budget - n, b.tokens + n, if r.decode then b.prefilled else b.prefilled + n,
+  ⟨b.cap, b.tokens + n, if r.decode then b.prefilled else b.prefilled + n,
    if r.decode then b.decoders + 1 else b.decoders, b.preempted⟩
 
 /-- A preempted resident's `n` tokens back to the budget (`StepStage.unserve`). -/
 def Batch.unserve (b : Batch) (r : Resident) (n : Nat) : Batch :=
-  ⟨b.budget + n, b.tokens - n, if r.decode then b.prefilled else b.prefilled - n,
+  ⟨b.cap, b.tokens - n, if r.decode then b.prefilled else b.prefilled - n,
    if r.decode then b.decoders - 1 else b.decoders, b.preempted⟩
 
 /-- The tokens the residents could take with an unlimited budget: one a decode, a prefill its
@@ -825,5 +933,75 @@ def keysOf (v : PoolView) (attrs : List Nat) (now waited : Nat) : List Expr → 
 def keysBefore : List Nat → List Nat → Bool
   | x :: xs, y :: ys => decide (x < y) || (x == y && keysBefore xs ys)
   | _, _ => false
+
+/-! ### `evict by`: the cache gives way in the keys' order -/
+
+/-- A cached entry's place in the release order and its `evict by` keys. -/
+structure Ranked where
+  place : Nat
+  keys : List Nat
+
+/-- `r` in its place among entries ordered by their keys: after every one whose keys are not greater,
+so that ties stay in release order (inserted in that order). -/
+def insertRanked (r : Ranked) : List Ranked → List Ranked
+  | [] => [r]
+  | x :: xs => if keysBefore r.keys x.keys then r :: x :: xs else x :: insertRanked r xs
+
+/-- Thread `serial` has a hold waiting for admission to pool `i`: in `i`'s queue, or a hold on several
+pools naming `i` in its first pool's queue (`PoolMember.waiting_sessions`). -/
+def holdsOnPool : List HoldOn → Nat → Bool
+  | [], _ => false
+  | h :: hs, i => h.pool == i || holdsOnPool hs i
+
+def waiterFor (serial i : Nat) : List Waiter → Bool
+  | [] => false
+  | w :: ws => (w.thread == serial && holdsOnPool w.on i) || waiterFor serial i ws
+
+def waitsFor (serial i : Nat) : List PoolState → Bool
+  | [] => false
+  | q :: qs => waiterFor serial i q.queue || waitsFor serial i qs
+
+/-- The entries of pool `i` (from place `j`, release order) in the order `evict by (keys)` evicts them
+(`PoolMember.make_room`): each entry's keys read once, before anything is taken, with its session's
+attributes now (the threads as they stand), `now`, its units (`size`) and whether its session waits for
+the pool (`waiting`); the least first, ties in release order. -/
+def rankEntries (threads : List Thread) (pools : List PoolState) (now i : Nat) (keys : List Expr) :
+    Nat → List Entry → List Ranked → List Ranked
+  | _, [], acc => acc
+  | j, e :: es, acc =>
+    let vars := [0, 0, 0, 0, 0, 0, 0, 0, 0, e.units, truth (waitsFor e.serial i pools)]
+    let k := keysOf ⟨[], [], e.serial, vars⟩ (getThread threads e.serial).attrs now 0 keys
+    rankEntries threads pools now i keys (j + 1) es (insertRanked ⟨j, k⟩ acc)
+
+/-- The entry at place `j` gives way: block by block from its tail, the whole blocks covering the excess
+`over` (none but its units), whole on a pool without blocks (`PoolMember._evict_from`). -/
+def evictAt (b over : Nat) : Nat → List Entry → List Entry
+  | _, [] => []
+  | 0, e :: es => { e with units := e.units - (if b = 0 then e.units else Nat.min e.units (roundUp b over)) } :: es
+  | j + 1, e :: es => e :: evictAt b over j es
+
+/-- The entries evicted from in the ranked order while the allocations and the cache exceed the cap
+(an emptied entry stays, at 0 units, until `dropEmpty`). -/
+def evictRanked (cap b used : Nat) : List Ranked → List Entry → List Entry
+  | [], es => es
+  | r :: rs, es =>
+    let total := used + cachedUnits es
+    if total ≤ cap then es else evictRanked cap b used rs (evictAt b (total - cap) r.place es)
+
+def dropEmpty : List Entry → List Entry
+  | [] => []
+  | e :: es => if e.units = 0 then dropEmpty es else e :: dropEmpty es
+
+/-- Pool `i`'s cache gives way until its allocations (`used`) and its cache fit the cap, in the pool's
+order: `evict lru` (no keys) the release order (`makeRoom`), `evict by (keys)` the keys then the release
+order (`rankEntries`; the reference, *Ties*). The threads and the pools are as they stand when it
+evicts (an admission's: its hold out of the queue, its session's `cached` not yet set). -/
+def evictIn (p : Program) (threads : List Thread) (pools : List PoolState) (now i used : Nat)
+    (es : List Entry) : List Entry :=
+  match getKeys p.evictKeys i with
+  | [] => makeRoom (getAt p.caps i) (getAt p.blocks i) used es
+  | keys@(_ :: _) =>
+    if used + cachedUnits es ≤ getAt p.caps i then es
+    else dropEmpty (evictRanked (getAt p.caps i) (getAt p.blocks i) used (rankEntries threads pools now i keys 0 es []) es)
 
 end Serq.Kernel

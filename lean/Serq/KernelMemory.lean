@@ -53,7 +53,7 @@ def Machine.grown (p : Program) (m : Machine) (t i want : Nat) (h : Held) : Mach
   let th := getThread m.threads t
   let q := getPool m.pools i
   let used := q.used + (want - h.units)
-  { m with pools := setPool m.pools i { q with used := used, entries := makeRoom (getAt p.caps i) (getAt p.blocks i) used q.entries } }.put
+  { m with pools := setPool m.pools i { q with used := used, entries := evictIn p m.threads m.pools m.now i used q.entries } }.put
     { th with k := growPart th.k i want }
 
 /-- The innermost hold of a continuation with a part on pool `i` not given back (`_alloc_on`: where a

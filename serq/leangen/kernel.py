@@ -8,11 +8,13 @@ the program with the reference interpreter and keeps, per session, the turns it 
 observations it made, in the form of `Serq.Kernel.Expected`.
 
 The fragment (docs/lean.md, "The kernel fragment"): natural numbers; constants, attributes, `now`,
-`!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)` and `a % d` for a
-positive constant `d`, the pools' observables `used`, `free`, `holders`, `queued` and `cachedin`
-(anywhere but in the `init` block and a `cache` clause); the statements turn, set, observe, branch,
-while, loop, end, run on a delay or a fifo(c) stage, hold on pools of a finite cap with a `queue fifo` or `queue by`
-(keys over the attributes, `now` and `waited`) and release inside such a hold; `arrive batch(N)`;
+`!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)`, `ceil(a / d)`,
+`reusable(n, d)` and `a % d` for a positive constant `d`, the pools' observables `used`, `free`, `holders`, `queued` and `cachedin`
+(anywhere but in the `init` block, a `cache` clause and an `evict by` key) and `blocksize`; the statements
+turn, set, observe, branch, while, loop, end, run on a delay or a fifo(c) stage, hold on pools of a finite cap
+with a `queue fifo` or `queue by` (keys over the attributes, `now` and `waited`), `evict lru` or `evict by`
+(keys over a cached entry's `size`, `waiting`, its session's attributes and `now`), a `lease` on one of its
+pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
 step engines with vLLM's default schedule (`tokens cap`, `each at most` and `execute` over the
 engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
 over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
@@ -52,17 +54,17 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
-          "the prefix cache with `evict lru`, the pools' observables but `blocksize`), step engines with "
+          "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines with "
           "vLLM's default schedule, its serve order and `only` included, and an engine's KV memory whose "
           "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not; "
-          "`evict by`, leases, `blocksize`, the stages' observables, the batch's KV sums, `exclusive prefill`, "
+          "the stages' observables, the batch's KV sums, `exclusive prefill`, "
           "iteration bodies and several engines' memories come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py; the KV and attention sums
 #: come with an engine's memory).
 STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
-              "decoding": 5, "admission": 6, "remaining": 7, "position": 8}
+              "decoding": 5, "admission": 6, "remaining": 7, "position": 8, "size": 9, "waiting": 10}
 #: The serve order's keys (`advance running by (keys)`): the clause that reads the resident it orders
 #: and its session's attributes (the interpreter's `serve_ctx`).
 SERVE_ORDER = "advance running by"
@@ -71,12 +73,19 @@ ONLY = "only"
 #: A pool's `preempt by` keys: they read the candidate's `decoding`, `position` (its hold's on the pool)
 #: and `admission` (its place among the candidates), and its session's attributes.
 PREEMPT = "preempt by"
+#: A pool's `evict by` keys: they read a cached entry's `size` and `waiting` (`Serq.Kernel.rankEntries`),
+#: its session's attributes and `now`; no pool's observable (the interpreter reads them in the middle of
+#: an admission, its pools half taken).
+EVICT = "evict by"
+EVICT_READS = ("in an `evict by` key: the interpreter reads the keys in the middle of an admission or a growth, "
+               "with the pools half changed")
 _CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 SERVE_ORDER: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
                 ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
-                PREEMPT: ("decoding", "admission", "position")}
+                PREEMPT: ("decoding", "admission", "position"),
+                EVICT: ("size", "waiting")}
 
 
 @dataclass(frozen=True)
@@ -124,6 +133,7 @@ class KernelProgram:
     # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
     preempt_modes: list[int] = field(default_factory=list)
     preempt_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `preempt by` keys (lifo: none)
+    evict_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `evict by` keys (`evict lru`: none)
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -162,6 +172,7 @@ class _Lowering:
         admit_via = [0 if pool.admit_via is None else self.stages.index(pool.admit_via) + 1 for pool in p.pools]
         preempt_modes = [_preempt_mode(pool) for pool in p.pools]
         preempt_keys = [self.preempt_keys(pool) for pool in p.pools]
+        evict_keys = [self.evict_keys(pool) for pool in p.pools]
         for gauge in p.gauges:
             raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
         w = p.workload
@@ -181,7 +192,7 @@ class _Lowering:
             init=self.refusing_pool_state(INIT_READS, self.block, w.init), turn_block=self.block(w.turn),
             session=self.block(w.session),
             server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
-            admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys)
+            admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys)
 
     def arrivals(self, arrival: ir.Arrival) -> tuple[int, int]:
         """The sessions and the gap between arrivals: `batch(N)` (N, 0), or `renewal(g)` with a constant
@@ -214,8 +225,7 @@ class _Lowering:
         if cap == "inf" or isinstance(cap, float) or cap < 0:
             raise _outside(f"the cap {cap} of pool `{pool.name}`: the fragment's pools have a finite whole cap",
                            *where)
-        for present, what in ((pool.reserve_held, "`reserve held`"), (pool.spill is not None, "`spill`"),
-                              (pool.evict.kind != "lru", "`evict by`")):
+        for present, what in ((pool.reserve_held, "`reserve held`"), (pool.spill is not None, "`spill`")):
             if present:
                 raise _outside(f"{what} on pool `{pool.name}`: {_LATER}", *where)
         if pool.preempt.kind != "none" and pool.memory_of is None:
@@ -232,6 +242,17 @@ class _Lowering:
         self.engine_clause = PREEMPT
         try:
             return [self.expr(k, pool.at) for k in pool.preempt.keys]
+        finally:
+            self.engine_clause = None
+
+    def evict_keys(self, pool: ir.Pool) -> list[LExpr]:
+        """A pool's `evict by` keys, over a cached entry's `size`, `waiting`, its session's attributes and
+        `now` (`evict lru`: none)."""
+        if pool.evict.kind != "by":
+            return []
+        self.engine_clause = EVICT
+        try:
+            return [self.refusing_pool_state(EVICT_READS, self.expr, k, pool.at) for k in pool.evict.keys]
         finally:
             self.engine_clause = None
 
@@ -361,8 +382,6 @@ class _Lowering:
         return LStmt("step", (stage, s.mode == "decode", grow, work))
 
     def hold(self, s: ir.HoldStmt) -> LStmt:
-        if s.lease is not None:
-            raise _outside(f"a hold with `lease`: {_LATER}", s.at, self.base)
         names = [hp.pool.pool for hp in s.pools]
         # a pool an engine admits holds request slots, not a prefix: it takes no part in the prefix cache
         # (serq/sim/build.py)
@@ -380,8 +399,18 @@ class _Lowering:
             # no reserve: the units alone need room (`max(u, 0)` is u)
             reserve = LExpr("num", (0,)) if hp.reserve is None else self.expr(self.cost(hp.reserve, name, s.at), s.at)
             on.append((self.pools.index(name), self.expr(self.cost(hp.units, name, s.at), s.at), reserve,
-                       s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools))
+                       s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools,
+                       self.lease(s, name)))
         return LStmt("hold", (tuple(on), reuse, cache), (tuple(self.block(s.body)),))
+
+    def lease(self, s: ir.HoldStmt, name: str):
+        """The hold's lease on pool `name` (`lease m (t)`): None when it leases none there, "inf" for
+        `lease m (inf)`, else its duration `t`, read as the hold ends (after its other pools went back)."""
+        if s.lease is None or s.lease.pool.pool != name:
+            return None
+        if s.lease.pool.index is not None:
+            raise _outside(f"an indexed lease of `{name}`", s.at, self.base)
+        return "inf" if isinstance(s.lease.duration, ir.Inf) else self.expr(s.lease.duration, s.at)
 
     def refusing_pool_state(self, where: str, lower, *args):
         """`lower(*args)`, refusing a pool's observable in it as standing `where`."""
@@ -413,7 +442,7 @@ class _Lowering:
                 raise _outside(f"the number {v}: the fragment computes over the natural numbers", at, self.base)
             return LExpr("num", (v,))
         if k == "attr":
-            if self.engine_clause not in (None, SERVE_ORDER, ONLY, PREEMPT):
+            if self.engine_clause not in (None, SERVE_ORDER, ONLY, PREEMPT, EVICT):
                 raise _outside(f"the attribute `{e.name}` in an engine's `{self.engine_clause}`: it reads no session",
                                at, self.base)
             return LExpr("attr", (self.attribute(e.name, at),))
@@ -452,7 +481,20 @@ class _Lowering:
                 if isinstance(a, ir.Binary) and a.op == "div":
                     return LExpr("floorDiv", (self.expr(a.lhs, at), self.divisor(a.rhs, at)))
                 return self.expr(a, at)  # every value of the fragment is whole: floor is the identity
-            raise _outside(f"`{e.fn}(…)`: the fragment's functions are min, max and floor(a / d)", at, self.base)
+            if e.fn == "ceil" and len(e.args) == 1:
+                a = e.args[0]
+                if isinstance(a, ir.Binary) and a.op == "div":  # ⌈a / d⌉ = ⌊(a + d - 1) / d⌋ over ℕ
+                    d = self.divisor(a.rhs, at)
+                    return LExpr("floorDiv", (LExpr("bin", ("add", self.expr(a.lhs, at), LExpr("num", (d - 1,)))), d))
+                return self.expr(a, at)
+            if e.fn == "reusable" and len(e.args) == 2:
+                # the whole blocks of b before the last token (serq.link.consts.reusable): ⌊(n - 1) / b⌋ · b,
+                # where ℕ's n - 1 is 0 for n = 0, as reusable(0, b) is
+                b = self.divisor(e.args[1], at)
+                whole = LExpr("floorDiv", (LExpr("bin", ("sub", self.expr(e.args[0], at), LExpr("num", (1,)))), b))
+                return LExpr("bin", ("mul", whole, LExpr("num", (b,))))
+            raise _outside(f"`{e.fn}(…)`: the fragment's functions are min, max, floor(a / d), ceil(a / d) and "
+                           "reusable(n, b), d and b positive whole constants", at, self.base)
         if k == "draw":
             raise _outside(f"a draw `~{e.dist}(…)`: the fragment's programs are deterministic", at, self.base)
         if k == "pool_obs":
@@ -465,9 +507,11 @@ class _Lowering:
         name = e.pool.pool
         if e.pool.index is not None:
             raise _outside(f"an indexed `{e.fn}({name}[…])`: the fragment indexes no member", at, self.base)
-        if e.fn not in POOL_OBSERVABLES:
+        if e.fn == "blocksize":
             # a constant, but one the interpreter counts as state: units that read it are judged at every
             # try, not at the join (`is_static`), which a number in their place would change
+            return LExpr("blockSize", (self.p.pools[self.pools.index(name)].block or 1,))
+        if e.fn not in POOL_OBSERVABLES:
             raise _outside(f"`{e.fn}({name})`: {_LATER}", at, self.base)
         if self.pool_state_refused is not None:
             raise _outside(f"`{e.fn}({name})` {self.pool_state_refused}", at, self.base)
@@ -527,7 +571,7 @@ def lean_expr(e: LExpr) -> str:
         return f"(.attr {a[0]})"
     if c in ("now", "waited"):
         return f".{c}"
-    if c in POOL_OBSERVABLES.values() or c == "stageVar":
+    if c in POOL_OBSERVABLES.values() or c in ("stageVar", "blockSize"):
         return f"(.{c} {a[0]})"
     if c == "not":
         return f"(.not {lean_expr(a[0])})"
@@ -561,8 +605,9 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     if c == "step":
         return f".step {a[0]} {_lean_bool(a[1])} {a[2]} {lean_expr(a[3])}"
     if c == "hold":
-        on = ", ".join(f"⟨{pool}, {lean_expr(units)}, {lean_expr(reserve)}, {_lean_bool(caches)}, {_lean_bool(reuses)}⟩"
-                       for pool, units, reserve, caches, reuses in a[0])
+        on = ", ".join(f"⟨{pool}, {lean_expr(units)}, {lean_expr(reserve)}, {_lean_bool(caches)}, {_lean_bool(reuses)}, "
+                       f"{_lean_bool(lease is not None)}, {_lean_option(None if lease in (None, 'inf') else lease)}⟩"
+                       for pool, units, reserve, caches, reuses, lease in a[0])
         return f".hold [{on}] {_lean_option(a[1])} {_lean_option(a[2])} {lean_block(s.blocks[0], indent)}"
     if c == "branch":
         return f".branch {lean_expr(a[0])} {lean_block(s.blocks[0], indent)} {lean_block(s.blocks[1], indent)}"
@@ -596,6 +641,11 @@ def lean_preempt_keys(kp: KernelProgram) -> str:
     return lean_key_lists(kp.preempt_keys)
 
 
+def lean_evict_keys(kp: KernelProgram) -> str:
+    """The pools' `evict by` keys as a Lean `List (List Expr)`."""
+    return lean_key_lists(kp.evict_keys)
+
+
 def lean_services(kp: KernelProgram) -> str:
     """The program's stages as a Lean `List Service`."""
     return "[" + ", ".join(".delay" if s[0] == "delay" else f"(.{s[0]} {s[1]})" for s in kp.services) + "]"
@@ -615,6 +665,7 @@ def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
                                                                        services=lean_services,
                                                                        queue_keys=lean_queue_keys,
                                                                        preempt_keys=lean_preempt_keys,
+                                                                       evict_keys=lean_evict_keys,
                                                                        engines=lean_engines)
 
 

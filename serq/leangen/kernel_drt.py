@@ -17,7 +17,7 @@ from pathlib import Path
 from serq.ir import models as ir
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
 from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_engines,
-                                 lean_preempt_keys, lean_queue_keys, lean_services, recorded_run)
+                                 lean_evict_keys, lean_preempt_keys, lean_queue_keys, lean_services, recorded_run)
 
 #: The fuel of every case: a bound on the statements one block runs, loop rounds included. The
 #: kernel's cost is the statements actually run, not the fuel; a case that needs more fails (its
@@ -53,7 +53,8 @@ def render_kernel_batch(items: list[tuple[int, KernelCase, KernelObserved]], tit
               "records": _stage_records(obs)} for i, _, obs in items]
     return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block,
                                                                    services=lean_services, queue_keys=lean_queue_keys,
-                                                                   preempt_keys=lean_preempt_keys, engines=lean_engines)
+                                                                   preempt_keys=lean_preempt_keys, evict_keys=lean_evict_keys,
+                                                                   engines=lean_engines)
 
 
 def _stage_records(observed: KernelObserved) -> tuple:
@@ -79,7 +80,8 @@ def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: 
 #: `Serq.Kernel.BinOp`'s constructors in order: a binary operator's number on a case line.
 _OPCODES = tuple(BINOPS.values())
 _EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min": 6, "max": 7, "floorDiv": 8,
-              "waited": 9, "used": 10, "free": 11, "holders": 12, "queued": 13, "cachedIn": 14, "stageVar": 15}
+              "waited": 9, "used": 10, "free": 11, "holders": 12, "queued": 13, "cachedIn": 14, "stageVar": 15,
+              "blockSize": 16}
 _STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7,
               "hold": 8, "release": 9, "step": 10}
 _SERVICE_TAGS = {"delay": 0, "fifo": 1, "step": 2}
@@ -103,13 +105,18 @@ def _block_tokens(block, out: list) -> None:
     out.append(len(block))
     for s in block:
         out.append(_STMT_TAGS[s.ctor])
-        if s.ctor == "hold":  # its pools as a list of (pool, units, reserve, caches, reuses), its clauses
+        if s.ctor == "hold":  # its pools as a list of (pool, units, reserve, caches, reuses, lease), its clauses
             out.append(len(s.args[0]))
-            for pool, units, reserve, caches, reuses in s.args[0]:
+            for pool, units, reserve, caches, reuses, lease in s.args[0]:
                 out.append(pool)
                 _expr_tokens(units, out)
                 _expr_tokens(reserve, out)
                 out.extend((int(caches), int(reuses)))
+                if lease is None or lease == "inf":  # 0 none, 1 `lease m (inf)`, 2 t `lease m (t)`
+                    out.append(0 if lease is None else 1)
+                else:
+                    out.append(2)
+                    _expr_tokens(lease, out)
             for clause in s.args[1:]:  # reuse, cache: 0 none, 1 e
                 if clause is None:
                     out.append(0)
@@ -172,6 +179,7 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.append(len(p.preempt_modes))
     out.extend(p.preempt_modes)
     _key_lists_tokens(p.preempt_keys, out)
+    _key_lists_tokens(p.evict_keys, out)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):

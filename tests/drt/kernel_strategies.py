@@ -16,7 +16,9 @@ may cap its reuse), so that a session's later holds consume what its earlier one
 entries are evicted, oldest first, when the pools fill. The pools' observables (`used`, `free`,
 `holders`, `queued`, `cachedin`) are read in sets, observes, branch and while tests,
 works, hold units, `reuse` clauses and queue keys, and observed on their own inside holds, where
-the pools are busy.
+the pools are busy. A pool in two evicts `by` keys (`_evictions`), and a hold in three leases one of
+its pools past its scope (`_leases`), ended by its time, a `release` outside any hold, or the
+session's end.
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -71,7 +73,7 @@ class _Generator:
 
     def expr(self, readable: list[str], depth: int = 2):
         r = self.rng
-        form = r.randrange(9) if depth > 0 else 0
+        form = r.randrange(10) if depth > 0 else 0
         if form == 0:  # a leaf
             leaf = r.randrange(3)
             if leaf == 0:
@@ -91,6 +93,10 @@ class _Generator:
             return ir.Call(fn=r.choice(["min", "max"]), args=[sub() for _ in range(r.randint(2, 3))])
         if form == 6:
             return ir.Cond(test=sub(), then=sub(), otherwise=sub())
+        if form == 7:  # the catalogue's whole-valued functions of a positive constant
+            if r.randrange(2):
+                return ir.Call(fn="ceil", args=[_bin("div", sub(), _num(r.randint(1, 4)))])
+            return ir.Call(fn="reusable", args=[sub(), _num(r.randint(1, 4))])
         return ir.Unary(op="not", arg=sub())
 
     def queue(self):
@@ -216,6 +222,8 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _serve_order(program, rng)
     _only(program, rng)
     _kv_memory(program, rng)
+    _evictions(program, rng)
+    _leases(program, rng)
     return KernelCase(program)
 
 
@@ -394,6 +402,82 @@ def _kv_memory(program: ir.Program, rng: random.Random) -> None:
         request.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name="cached")))
     if preempt.kind != "none" and rng.randrange(2):
         request.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name="computed")))
+
+
+def _evictions(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): a pool in two that is no engine's
+    request slots evicts its cache `by` keys of few values (ties, in release order, are common): mostly the
+    largest entries first (`12 - size`, over ℕ: the sessions' sizes grow with their serials, which is
+    their release order, so this order is not lru's), after the entries of sessions with no hold waiting
+    for the pool (`waiting`), of an attribute's parity or the clock's (the same for every entry), or the
+    smallest first, or the waiting sessions' last alone (`waiting`, every other entry tied). The sessions
+    observe their `cachedin` there as they end, and one such program in two without an engine runs
+    every turn through a cached hold on the pool, in blocks of 1, with three sessions at least and two
+    turns each, so that entries of several sizes and ages contend for it."""
+    size, waiting = ir.Ctx(var="size"), ir.Ctx(var="waiting")
+    for pool in program.pools:
+        if pool.admit_via is not None or rng.randrange(2):
+            continue
+        attr = ir.Attr(name=rng.choice(BUILTINS[2:] + SESSION_VALUES))
+        largest = _bin("sub", ir.Call(fn="max", args=[_num(12), size]), size)
+        pool.evict = ir.EvictBy(keys=rng.choice([
+            [largest], [largest], [size], [waiting, largest], [_bin("mod", attr, _num(2)), largest],
+            [_bin("mod", ir.Ctx(var="now"), _num(2)), largest], [waiting]]))
+        # what the eviction left shows: the sessions observe their cached prefix there as they end
+        program.workload.session.append(ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.PoolObs(
+            fn="cachedin", pool=ir.PoolRef(pool=pool.name))))
+        if rng.randrange(2) or any(isinstance(stage.service, ir.Step) for stage in program.stages):
+            continue
+        # one in two (without an engine): every turn through a cached hold on it, of sizes that differ by
+        # session, so that the sessions' entries of several sizes and ages contend for it
+        units = ir.Call(fn="min", args=[_bin("add", _bin("mod", ir.Attr(name="serial"), _num(3)), _num(rng.randint(1, 2))),
+                                        _num(UNITS)])
+        hold = ir.HoldStmt(pools=[ir.HoldPool(pool=ir.PoolRef(pool=pool.name), units=ir.CostOf(
+            resources=[pool.name], arg=units))], body=list(program.server))
+        _prefix_cache(hold, rng, observed=True)
+        program.server[:] = [hold]
+        # in blocks of 1 (an entry gives way unit by unit: partly, so that which one does shows), three sessions
+        # at least, and a second turn that finds what is left of its first
+        pool.block, pool.cap = 1, rng.randint(3, 6)
+        arrival = program.workload.arrival
+        if isinstance(arrival, ir.Batch):
+            arrival.sessions = max(arrival.sessions, 3)
+        else:
+            program.settings.arrivals = max(program.settings.arrivals, 3)
+        if sum(isinstance(stmt, ir.TurnStmt) for stmt in program.workload.session) < 2:
+            program.workload.session.insert(-1, ir.TurnStmt())
+
+
+def _leases(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after the rest (which stays what the seed gave before): a hold in three of the session block
+    or the server leases one of its pools past its scope (`lease m (t)`): for 0 to 4 seconds, for a time
+    read from an attribute, or `inf` (until a release or the session's end); the hold's `cache` applies
+    when the lease ends. A program with a lease then, one in two each, releases a leased pool at the top
+    of the server (outside any hold: it ends the leases the session's earlier turns left there) and in
+    the session block after a turn, so that leases end by a release, by their time and by the session's
+    end."""
+    w = program.workload
+    # (not a pool that preempts: the memory its lease keeps may leave a request that can never fit with it, which
+    # preempts itself for ever, its steps taking time: a run that never ends)
+    preempting = {pool.name for pool in program.pools if pool.preempt.kind != "none"}
+    leased = []
+    for stmt in ir.walk_stmts([*w.session, *program.server]):
+        if not isinstance(stmt, ir.HoldStmt) or rng.randrange(3):
+            continue
+        pool = rng.choice(stmt.pools).pool.pool
+        if pool in preempting:
+            continue
+        duration = rng.choice([ir.Inf(), _num(rng.randint(0, 4)), ir.Call(fn="min", args=[
+            _bin("add", ir.Attr(name=rng.choice(BUILTINS[2:] + SESSION_VALUES)), _num(1)), _num(6)])])
+        stmt.lease = ir.Lease(pool=ir.PoolRef(pool=pool), duration=duration)
+        leased.append(pool)
+    if not leased:
+        return
+    if rng.randrange(2):
+        program.server.insert(0, ir.ReleaseStmt(pool=ir.PoolRef(pool=rng.choice(leased))))
+    turns = [i for i, stmt in enumerate(w.session) if isinstance(stmt, ir.TurnStmt)]
+    if rng.randrange(2):
+        w.session.insert(rng.choice(turns) + 1, ir.ReleaseStmt(pool=ir.PoolRef(pool=rng.choice(leased))))
 
 
 def _preemption(rng: random.Random):

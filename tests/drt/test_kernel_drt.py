@@ -300,6 +300,29 @@ def _requeue_at_the_tail():
         yield
 
 
+@contextmanager
+def _evicts_in_release_order():
+    """A planted bug in the interpreter: a pool's `evict by` keys are ignored, its cache evicted in release
+    order as under `evict lru` (a program without `evict by` is left as it is)."""
+    init = PoolMember.__init__
+
+    def patched(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self.evict_by = False
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(PoolMember, "__init__", patched)
+        yield
+
+
+@contextmanager
+def _lease_never_expires():
+    """A planted bug in the interpreter: a lease's time is ignored, so it lasts until a `release` or the
+    session's end, as `lease m (inf)` does (a program without a finite lease is left as it is)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "lease_expired", lambda self, a, seq: None)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -327,7 +350,9 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "serve_order_ignored": _serve_order_ignored,
            "only_ignored_on_admit": _only_ignored_on_admit,
            "serve_ties_to_the_last": _by_patching(_serve_ties_to_the_last),
-           "requeue_at_the_tail": _by_patching(_requeue_at_the_tail)}
+           "requeue_at_the_tail": _by_patching(_requeue_at_the_tail),
+           "evicts_in_release_order": _by_patching(_evicts_in_release_order),
+           "lease_never_expires": _by_patching(_lease_never_expires)}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 
@@ -390,7 +415,10 @@ def test_a_case_line_is_the_programs_tokens():
         tail += [len(s.answers), *[x for a in reversed(s.answers) for x in a]]
         tail += [len(s.observations), *[x for o in reversed(s.observations) for x in o]]
         tail += [len(s.tokens), *[x for t in reversed(s.tokens) for x in t]]
-    tail += [len(p.services), *[0 for _ in p.services]]  # (no engine in this case: no iteration)
+    records = observed.records or tuple(() for _ in p.services)  # per stage, its engine's iterations, newest first
+    tail += [len(records)]
+    for rs in records:
+        tail += [len(rs), *[x for r in reversed(rs) for x in r]]
     assert line[len(line) - len(tail):] == [str(x) for x in tail]
 
 
