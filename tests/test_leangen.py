@@ -555,6 +555,53 @@ def _written(folder: Path, name: str, source: str):
     return f, link_file(f)
 
 
+# an ordered trace (`trace "t.csv" ordered;`): three sessions, listed in the file as 5 (at 3, two turns),
+# 2 (at 0) and 9 (at 3); they arrive in time order, ties in the file's order, so the kernel's sessions are
+# 2, 5, 9. Each turn's server runs `new + out` on a delay stage and observes `out`; between turns a session
+# runs `think`. Session 2: (7, 1) at 0, answered at 8. Session 5: (10, 2) at 3, answered at 15; `more` is 1:
+# it thinks 1 (to 16), then (20, 3), answered at 39, `more` 0. Session 9: (4, 0) at 3, answered at 7.
+TRACE_CSV = "session,arrive,new,out,think,forced\n5,3,10,2,1,0\n5,3,20,3,0,0\n2,0,7,1,0,0\n9,3,4,0,2,0\n"
+TRACE_SOURCE = ("fn main() {\n  stage d : delay;\n  workload {\n    trace \"t.csv\" ordered;\n"
+                "    session { turn; while (more) { run d (cost(d, think)); turn; } }\n  }\n"
+                "  server { run d (cost(d, new + out)); observe o = out; }\n}\n")
+TRACE_ANSWERS = {0: [(0, 1, 0, 8)], 1: [(1, 1, 3, 15), (1, 2, 16, 39)], 2: [(2, 1, 3, 7)]}
+TRACE_OBSERVATIONS = {0: [(0, 1, 0, 8, 1)], 1: [(1, 1, 0, 15, 2), (1, 2, 0, 39, 3)], 2: [(2, 1, 0, 7, 0)]}
+
+
+def _trace_program(folder: Path):
+    (folder / "t.csv").write_text(TRACE_CSV)
+    return _written(folder, "trace", TRACE_SOURCE)
+
+
+def test_kernel_recorded_run_of_an_ordered_trace_is_the_hand_computed_one(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded, render_kernel_module
+    _, program = _trace_program(tmp_path)
+    kp = kernel_program(program, tmp_path)
+    text = render_kernel_module(kp, "Serq.Programs.Trace")
+    assert "arrivalTimes := [0, 3, 3]" in text
+    assert "traceRows := [[[7, 1, 0, 0]], [[10, 2, 1, 0], [20, 3, 0, 0]], [[4, 0, 2, 0]]]" in text
+    sessions = recorded(program, kp, tmp_path)
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == TRACE_ANSWERS
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == TRACE_OBSERVATIONS
+
+
+@pytest.mark.parametrize("csv, flag, what", [
+    (TRACE_CSV.replace("2,0,7", "2,0.5,7"), "ordered", "arrival time 0.5: the fragment's clock and numbers are whole"),
+    (TRACE_CSV.replace("9,3,4,0,2", "9,3,4,0.25,2"), "ordered", "out 0.25"),
+    (TRACE_CSV, "", "a trace that is not `ordered`"),
+])
+def test_kernel_export_refuses_a_trace_outside(tmp_path, csv, flag, what):
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    (tmp_path / "t.csv").write_text(csv)
+    f = tmp_path / "p.sq"
+    f.write_text(TRACE_SOURCE.replace(" ordered;", f" {flag};".replace("  ", " ").replace(" ;", ";")))
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 1, r.output
+    assert "p.sq:4:5: error: outside the Lean kernel fragment: " in r.output and what in r.output, r.output
+
+
 def _cache_program(folder: Path):
     return _written(folder, "prefix_cache_kernel", CACHE_SOURCE)
 
@@ -860,9 +907,11 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, evict_by = _written(tmp_path, "evict_by", EVICT_BY_SOURCE)
     _, lease = _written(tmp_path, "lease", LEASE_SOURCE)
     _, blocksize = _written(tmp_path, "blocksize", BLOCKSIZE_SOURCE)
+    _, trace = _trace_program(tmp_path)
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
                 "SelfPreempt": SELF_PREEMPT_OBSERVATIONS, "Functions": FUNCTIONS_OBSERVATIONS,
-                "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS}
+                "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS,
+                "Trace": TRACE_OBSERVATIONS}
     # the engines' turns' tokens and iterations
     engine_runs = {"Engine": (ENGINE_TOKENS, ENGINE_ITERATIONS),
                    "ByRemaining": (BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
@@ -880,7 +929,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("SelfPreempt", self_preempt, tmp_path, SELF_PREEMPT_ANSWERS),
             ("Functions", functions, tmp_path, FUNCTIONS_ANSWERS),
             ("EvictBy", evict_by, tmp_path, EVICT_BY_ANSWERS), ("Lease", lease, tmp_path, LEASE_ANSWERS),
-            ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS)):
+            ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS), ("Trace", trace, tmp_path, TRACE_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
@@ -923,8 +972,8 @@ EXPORTED = {
     "multi-turn/vllm.sq": "not on the step clock",
     "multi-turn/vllm_replay.sq": "not expressible as vLLM settings",
     "scheduling/sjf.sq": "not expressible as vLLM settings",
-    "papers/li_dai_peng.sq": "`batch` arrivals", "papers/sarathi.sq": "`poisson` arrivals",
-    "papers/fastertransformer.sq": "`batch` arrivals", "oracle/vllm_request_phased.sq": "Serq.Exec",
+    "papers/li_dai_peng.sq": "Serq.Kernel", "papers/sarathi.sq": "`poisson` arrivals",
+    "papers/fastertransformer.sq": "Serq.Kernel", "oracle/vllm_request_phased.sq": "Serq.Exec",
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",

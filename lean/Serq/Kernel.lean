@@ -16,6 +16,40 @@ the event loop fires the timers in order (`loop`), as the reference's event loop
 
 namespace Serq.Kernel
 
+/-- Session `serial`'s trace rows (`Program.traceRows`). -/
+def rowsOf : List (List (List Nat)) → Nat → List (List Nat)
+  | [], _ => []
+  | rs :: _, 0 => rs
+  | _ :: rss, n + 1 => rowsOf rss n
+
+/-- Row `k` of a session's trace, if it has one. -/
+def rowAt : List (List Nat) → Nat → Option (List Nat)
+  | [], _ => none
+  | r :: _, 0 => some r
+  | _ :: rs, k + 1 => rowAt rs k
+
+def rowCount : List (List Nat) → Nat
+  | [] => 0
+  | _ :: rs => rowCount rs + 1
+
+/-- The attributes as the `n`-th turn of session `serial` sets them from its trace row (`TraceReplay.turn`):
+`new`, `out`, `think`, `forced` from row `n - 1`, `more` 1 but on the session's last row; unchanged
+without a trace; none when the session has no row `n - 1` (the run's error: a turn past the trace). -/
+def traceTurn (p : Program) (serial n : Nat) (attrs : List Nat) : Option (List Nat) :=
+  match p.traceAt with
+  | [] => some attrs
+  | places =>
+    let rows := rowsOf p.traceRows serial
+    match rowAt rows (n - 1) with
+    | none => none
+    | some row =>
+      -- (the row's four values go to the first four places, `more` to the fifth)
+      some (setPlaces (setAt attrs (getAt places 4) (if n < rowCount rows then 1 else 0)) places row)
+where
+  setPlaces : List Nat → List Nat → List Nat → List Nat
+    | attrs, i :: is, v :: vs => setPlaces (setAt attrs i v) is vs
+    | attrs, _, _ => attrs
+
 /-- Run a thread until it blocks (at a stage, in a pool's queue) or its session ends, with
 `fuel` steps at most (every statement, and every round of a loop, takes one). A `turn` runs the
 workload's turn block, submits the turn, runs the server's statements, and records the answer;
@@ -80,8 +114,11 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
       | .loop body => exec p f m { th with k := .stmts body :: .stmts (st :: rest) :: k }
       | .turn =>
         let n := th.turns + 1
-        exec p f m { th with turns := n, attrs := setAt th.attrs p.turnNoAt n,
-                             k := .stmts p.turnBlock :: .submit :: .stmts p.server :: .answer :: .stmts rest :: k }
+        match traceTurn p th.serial n (setAt th.attrs p.turnNoAt n) with
+        | none => { m.put th with failed := true }
+        | some attrs =>
+          exec p f m { th with turns := n, attrs := attrs,
+                               k := .stmts p.turnBlock :: .submit :: .stmts p.server :: .answer :: .stmts rest :: k }
       | .run s w =>
         let v := m.value p th w
         if v = 0 then exec p f m { th with k := .stmts rest :: k }   -- a run of zero work completes at once
@@ -204,16 +241,17 @@ def countHoldOns : List HoldOn → Nat
 
 /-- The hold at `j` in pool `i`'s queue admitted (it fits; `Engine.try_admit`): out of the queue,
 its units taken pool by pool, its thread's body next (the thread is not made ready here). Every pool
-of the hold takes an admission number, the thread its first. -/
-def Machine.admitWaiter (p : Program) (m : Machine) (i j : Nat) : Machine :=
+of the hold takes an admission number, the thread its first. `stage`: the context variables its
+clauses read (`admissionStage` when an engine admits it, none at settle time). -/
+def Machine.admitWaiter (p : Program) (m : Machine) (stage : List Nat) (i j : Nat) : Machine :=
   let q := getPool m.pools i
   let w := getWaiter q.queue j
   let th := getThread m.threads w.thread
-  let found := m.view p th.serial   -- the pools as the admission finds them
+  let found : PoolView := ⟨p.caps, m.pools, th.serial, stage⟩   -- the pools as the admission finds them
   let caching := isSome w.cache
   let out := setPool m.pools i { q with queue := removeWaiter q.queue j }
   -- the `reuse` clause is read once the hold is out of the queue, before it takes anything
-  let r := admitOn p m.threads found caching (reuseLimit ⟨p.caps, out, th.serial, []⟩ th.attrs m.now w.reuse) th.attrs m.now
+  let r := admitOn p m.threads found caching (reuseLimit ⟨p.caps, out, th.serial, stage⟩ th.attrs m.now w.reuse) th.attrs m.now
     true 0 out w.on
   { m with pools := r.1, admSeq := m.admSeq + countHoldOns w.on }.put
     { th with attrs := setAt th.attrs p.cachedAt r.2.1, admNo := m.admSeq,
@@ -231,7 +269,7 @@ def retryQueue (p : Program) : Nat → Machine → Nat → Bool → Machine × B
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
       if fits p.blocks (m.view p th.serial) th.attrs m.now w.on then
-        retryQueue p f { m.admitWaiter p i j with ready := appendNat m.ready w.thread } i true
+        retryQueue p f { m.admitWaiter p [] i j with ready := appendNat m.ready w.thread } i true
       else (m, progress)
 
 /-- Pool `i`'s queue retried at settle time, unless an engine admits it (then only the engine's
@@ -334,7 +372,7 @@ until it blocks, and the run it started on the engine, if any, is served at once
 (`Machine.serveOne`, which may preempt). -/
 def admitOne (p : Program) (f s chunk i j : Nat) (only : Option Expr) (m : Machine) (b : Batch) : Machine × Batch :=
   let w := getWaiter (getPool m.pools i).queue j
-  let m1 := m.admitWaiter p i j
+  let m1 := m.admitWaiter p (admissionStage chunk b.budget) i j
   let m2 := exec p f m1 (getThread m1.threads w.thread)
   match residentOf w.thread (getEngineState m2.engines s).residents with
   | some r =>
@@ -360,7 +398,7 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Boo
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.blocks (m.view p th.serial) th.attrs m.now w.on then
+      if fits p.blocks ⟨p.caps, m.pools, th.serial, admissionStage chunk b.budget⟩ th.attrs m.now w.on then
         let r := admitOne p f s chunk i j only m b
         admitWaiting p s chunk only gated f r.1 r.2
       else (m, b)
@@ -440,7 +478,7 @@ def fire (p : Program) (m : Machine) : Wake → Machine
   | .arrival s =>
     -- the session is ready, then the next arrival is set (the interpreter's renewal event)
     let m' := { m with ready := appendNat m.ready s, arrived := m.arrived + 1 }
-    if s + 1 < p.sessions then m'.setTimer (m.now + p.gap) (.arrival (s + 1)) else m'
+    if p.gap > 0 && s + 1 < p.sessions then m'.setTimer (m.now + p.gap) (.arrival (s + 1)) else m'
   | .iterationEnd s =>
     -- the tokens applied; the threads whose run ended are ready, in the batch's order
     -- (the growing holds' positions advance by the tokens given)
@@ -503,13 +541,24 @@ def noProgress : Nat → List Progress
   | 0 => []
   | n + 1 => ⟨0, 0, 0, 0, 0⟩ :: noProgress n
 
+/-- A trace's arrivals as timers, session `s` at `times[s]`, in order (the interpreter schedules them
+all as the run starts, `TraceReplay.start`, so they come first among the events of their instant). -/
+def traceTimers : List Nat → Nat → List Timer
+  | [], _ => []
+  | t :: ts, s => ⟨t, s, .arrival s⟩ :: traceTimers ts (s + 1)
+
 /-- A batch arrives at time 0, every session ready in serial order; under a renewal gap the first
-session's arrival is the first timer, at the gap. -/
+session's arrival is the first timer, at the gap; a trace's sessions arrive at their times. -/
 def initial (p : Program) : Machine :=
   let renewal := p.gap > 0 ∧ p.sessions > 0
-  ⟨0, if renewal then 1 else 0, arrivals p p.sessions 0, if p.gap = 0 then serials p.sessions 0 else [],
-   if renewal then [⟨p.gap, 0, .arrival 0⟩] else [], idleStages p.stages, emptyPools p.caps, false,
-   idleEngines p.stages, 1, if p.gap = 0 then p.sessions else 0, noProgress p.sessions, false⟩
+  match p.arrivalTimes with
+  | [] =>
+    ⟨0, if renewal then 1 else 0, arrivals p p.sessions 0, if p.gap = 0 then serials p.sessions 0 else [],
+     if renewal then [⟨p.gap, 0, .arrival 0⟩] else [], idleStages p.stages, emptyPools p.caps, false,
+     idleEngines p.stages, 1, if p.gap = 0 then p.sessions else 0, noProgress p.sessions, false⟩
+  | times =>
+    ⟨0, countNats times, arrivals p p.sessions 0, [], traceTimers times 0, idleStages p.stages, emptyPools p.caps,
+     false, idleEngines p.stages, 1, 0, noProgress p.sessions, false⟩
 
 /-- The whole run, cut at `fuel` (the machine says whether it was). -/
 def runProgram (p : Program) (fuel : Nat) : Machine :=

@@ -70,8 +70,8 @@ theorem getEngineState_idleEngines_records : ∀ (ss : List Service) (j : Nat),
   simp only [Machine.addJob]
   split <;> (try split) <;> rfl
 
-@[simp] theorem Machine.admitWaiter_engines (p : Program) (m : Machine) (i j : Nat) :
-    (m.admitWaiter p i j).engines = m.engines := rfl
+@[simp] theorem Machine.admitWaiter_engines (p : Program) (m : Machine) (st : List Nat) (i j : Nat) :
+    (m.admitWaiter p st i j).engines = m.engines := rfl
 
 @[simp] theorem Machine.grown_engines (p : Program) (m : Machine) (t i want : Nat) (h : Held) :
     (m.grown p t i want h).engines = m.engines := rfl
@@ -372,7 +372,9 @@ theorem loop_within (p : Program) (f : Nat) (m : Machine) : m.withinBudget p →
 
 theorem initial_within (p : Program) : (initial p).withinBudget p := by
   intro s e B _ _ r hr
-  rw [show (initial p).engines = idleEngines p.stages from rfl, getEngineState_idleEngines_records] at hr
+  have he : (initial p).engines = idleEngines p.stages := by
+    unfold initial; dsimp only; split <;> rfl
+  rw [he, getEngineState_idleEngines_records] at hr
   cases hr
 
 /-- Within the budget, for every program of the fragment and any fuel: every iteration record of an

@@ -26,7 +26,9 @@ them), in prefix form:
   (`Engine.admitGated`: `1` true, `0` false), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
   s), the pools' preemption modes (`Program.preemptModes`) as their count then each, their `preempt
   by` keys as their count then, per pool, its keys as a list of expressions, and their `evict by` keys
-  the same way (empty: `evict lru`);
+  the same way (empty: `evict lru`); then a trace's arrival times as their count then each (none without
+  a trace), the places of its attributes as their count then each, and its sessions as their count then
+  each one's rows as their count then `new out think forced` each;
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses lease)ⁿ reuse cache body` hold (reuse and cache
@@ -317,6 +319,26 @@ def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
       | none => none
     | none => none
 
+/-- `count` trace sessions, each as its rows' count then each row's four numbers. -/
+def readTraceRows : Nat → List Nat → Option (List (List (List Nat)) × List Nat)
+  | 0, r => some ([], r)
+  | count + 1, n :: r =>
+    match readRows n r with
+    | some (rows, r) =>
+      match readTraceRows count r with
+      | some (rss, r) => some (rows :: rss, r)
+      | none => none
+    | none => none
+  | _ + 1, [] => none
+where
+  readRows : Nat → List Nat → Option (List (List Nat) × List Nat)
+    | 0, r => some ([], r)
+    | n + 1, a :: b :: c :: d :: r =>
+      match readRows n r with
+      | some (rows, r) => some ([a, b, c, d] :: rows, r)
+      | none => none
+    | _ + 1, _ => none
+
 def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
   | attrs :: serialAt :: turnNoAt :: sessions :: gap :: r =>
     match readBlock f r with
@@ -344,10 +366,20 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
                           match readKeyLists f np r with
                           | some (preemptKeys, ne :: r) =>
                             match readKeyLists f ne r with
-                            | some (evictKeys, r) =>
-                              some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages, caps, keys,
-                                gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys, evictKeys⟩, r)
-                            | none => none
+                            | some (evictKeys, nt :: r) =>
+                              match readNats nt r with
+                              | some (times, nw :: r) =>
+                                match readNats nw r with
+                                | some (traceAt, ns :: r) =>
+                                  match readTraceRows ns r with
+                                  | some (rows, r) =>
+                                    some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages,
+                                      caps, keys, gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys,
+                                      evictKeys, times, traceAt, rows⟩, r)
+                                  | none => none
+                                | _ => none
+                              | _ => none
+                            | _ => none
                           | _ => none
                         | _ => none
                       | _ => none

@@ -47,8 +47,8 @@ theorem exec_now (p : Program) (f : Nat) (m : Machine) (th : Thread) : (exec p f
 theorem runReady_now (p : Program) (f : Nat) (m : Machine) : (runReady p f m).now = m.now := by
   fun_induction runReady p f m <;> simp_all [exec_now]
 
-@[simp] theorem Machine.admitWaiter_now (p : Program) (m : Machine) (i j : Nat) :
-    (m.admitWaiter p i j).now = m.now := rfl
+@[simp] theorem Machine.admitWaiter_now (p : Program) (m : Machine) (st : List Nat) (i j : Nat) :
+    (m.admitWaiter p st i j).now = m.now := rfl
 
 theorem retryQueue_now (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     (retryQueue p f m i b).1.now = m.now := by
@@ -219,8 +219,8 @@ theorem runReady_causal (p : Program) (f : Nat) (m : Machine) : m.causal → (ru
     apply ih
     exact exec_causal p _ _ _ hm (getThread_causal _ _ _ hm)
 
-theorem Machine.admitWaiter_causal (p : Program) (m : Machine) (i j : Nat) :
-    m.causal → (m.admitWaiter p i j).causal := by
+theorem Machine.admitWaiter_causal (p : Program) (m : Machine) (st : List Nat) (i j : Nat) :
+    m.causal → (m.admitWaiter p st i j).causal := by
   intro hm
   exact threadsCausal_setThread _ hm (getThread_answers _ hm) (getThread_submitted _ hm)
 
@@ -229,7 +229,7 @@ theorem retryQueue_causal (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : B
   fun_induction retryQueue p f m i b <;> intro hm
   all_goals first
     | exact hm
-    | (rename_i ih; exact ih (Machine.admitWaiter_causal p _ _ _ hm))
+    | (rename_i ih; exact ih (Machine.admitWaiter_causal p _ _ _ _ hm))
 
 theorem retryPool_causal (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     m.causal → (retryPool p f m i b).1.causal := by
@@ -324,9 +324,9 @@ theorem serveOrdered_causal (p : Program) (s : Nat) (m : Machine) (running : Lis
 theorem admitOne_causal (p : Program) (f s c i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) :
     m.causal → (admitOne p f s c i j q m b).1.causal := by
   intro hm
-  have h1 := Machine.admitWaiter_causal p m i j hm
-  have h2 := exec_causal p f (m.admitWaiter p i j)
-    (getThread (m.admitWaiter p i j).threads (getWaiter (getPool m.pools i).queue j).thread) h1
+  have h1 := Machine.admitWaiter_causal p m (admissionStage c b.budget) i j hm
+  have h2 := exec_causal p f (m.admitWaiter p (admissionStage c b.budget) i j)
+    (getThread (m.admitWaiter p (admissionStage c b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread) h1
     (getThread_causal _ _ _ h1)
   simp only [admitOne]
   repeat' split
@@ -423,6 +423,17 @@ theorem arrivals_causal (p : Program) : ∀ (n s : Nat), ∀ th ∈ arrivals p n
     · exact ⟨by simp [arrive], by simp [arrive]⟩
     · exact arrivals_causal p n (s + 1) th h
 
+theorem initial_threads_now (p : Program) :
+    (initial p).threads = arrivals p p.sessions 0 ∧ (initial p).now = 0 := by
+  unfold initial
+  dsimp only
+  split <;> exact ⟨rfl, rfl⟩
+
+theorem initial_causal (p : Program) : (initial p).causal := by
+  show threadsCausal (initial p).threads (initial p).now
+  rw [(initial_threads_now p).1, (initial_threads_now p).2]
+  exact arrivals_causal p _ _
+
 /-- Causality, for every program of the fragment and any fuel: every turn a session answered was
 answered no earlier than it was submitted. -/
 theorem runProgram_causal (p : Program) (fuel : Nat) :
@@ -430,7 +441,7 @@ theorem runProgram_causal (p : Program) (fuel : Nat) :
   intro th hth a ha
   have h : (runProgram p fuel).causal := by
     unfold runProgram
-    exact loop_causal p _ _ (endOfInstant_causal p _ _ (settle_causal p _ _ (arrivals_causal p _ _)))
+    exact loop_causal p _ _ (endOfInstant_causal p _ _ (settle_causal p _ _ (initial_causal p)))
   exact (h th hth).1 a ha
 
 end Serq.Kernel

@@ -103,6 +103,15 @@ waiting for admission to the pool (`waiting`, 1 or 0). -/
 def StageVar.size : Nat := 9
 def StageVar.entryWaiting : Nat := 10
 
+/-- What `budget_left(S)` reads in the units, reserve and reuse of a hold whose queue engine S admits
+(`StepStage.budget_left`): the tokens the iteration can still give the request being admitted. -/
+def StageVar.budgetLeft : Nat := 11
+
+/-- The view's context variables while an engine admits with `budget` left and chunk cap `chunk` (0:
+none): `budget_left` is the budget left, up to the chunk cap. -/
+def admissionStage (chunk budget : Nat) : List Nat :=
+  [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, if 0 < chunk && chunk < budget then chunk else budget]
+
 /-- A stage's service: `delay` (every job on its own at rate 1: a run of work `w` takes `w`) or
 `fifo c` (c servers, one job each at rate 1, the others waiting in arrival order). -/
 inductive Service where
@@ -189,6 +198,13 @@ structure Program where
   preemptModes : List Nat
   preemptKeys : List (List Expr)  -- per pool, its `preempt by` keys (`preempt lifo`: none, every candidate ties)
   evictKeys : List (List Expr)    -- per pool, its `evict by` keys (`evict lru`: none, the release order)
+  -- `trace "file" ordered;`: session s arrives at `arrivalTimes[s]` (nondecreasing; none: `batch` or
+  -- `renewal`), and its k-th `turn` sets the attributes at `traceAt` (`new`, `out`, `think`, `forced`,
+  -- `more`; a place past the table is one the program does not read) from its k-th row of `traceRows`
+  -- (`new out think forced`; `more` is 1 but on its last), a turn past its rows failing the run
+  arrivalTimes : List Nat
+  traceAt : List Nat
+  traceRows : List (List (List Nat))
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/

@@ -64,7 +64,8 @@ _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py; the KV and attention sums
 #: come with an engine's memory).
 STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
-              "decoding": 5, "admission": 6, "remaining": 7, "position": 8, "size": 9, "waiting": 10}
+              "decoding": 5, "admission": 6, "remaining": 7, "position": 8, "size": 9, "waiting": 10,
+              "budget_left": 11}  # (`budget_left(S)` where S admits: `Serq.Kernel.admissionStage`)
 #: The serve order's keys (`advance running by (keys)`): the clause that reads the resident it orders
 #: and its session's attributes (the interpreter's `serve_ctx`).
 SERVE_ORDER = "advance running by"
@@ -134,8 +135,26 @@ class KernelProgram:
     preempt_modes: list[int] = field(default_factory=list)
     preempt_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `preempt by` keys (lifo: none)
     evict_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `evict by` keys (`evict lru`: none)
+    trace: "KernelTrace | None" = None  # `trace "file" ordered;`: the sessions' arrivals and turns
     source: str = ""
     notes: list[str] = field(default_factory=list)
+
+
+#: The attributes a trace's turn sets, in `Serq.Kernel.Program.traceAt`'s order (`new out think forced`
+#: from the row, `more` from its place).
+TRACE_ATTRIBUTES = ("new", "out", "think", "forced", "more")
+
+
+@dataclass(frozen=True)
+class KernelTrace:
+    """An ordered trace as the kernel reads it: the sessions in the order they arrive (by time, ties in
+    the file's order: the interpreter schedules every arrival as the run starts), each one's arrival
+    time and rows (`new out think forced`), and each one's place in the file (the interpreter's turn
+    log names a turn by the trace session it replays)."""
+
+    times: list[int]
+    rows: list[list[tuple[int, int, int, int]]]
+    file_order: list[int]
 
 
 def _outside(what: str, loc: ir.Loc | None, base: Path) -> SerqError:
@@ -161,6 +180,8 @@ class _Lowering:
         self.pool_state_refused: str | None = None
         # lowering an engine's clause: the clause's name (its context variables readable, no attribute)
         self.engine_clause: str | None = None
+        # lowering a hold's units, reserve and reuse: the engine that admits its queue (None: none does)
+        self.admitting_engine: str | None = None
         self.engines: list[tuple] = []
 
     def program(self) -> KernelProgram:
@@ -177,6 +198,9 @@ class _Lowering:
             raise _outside(f"gauge `{gauge.name}`: the fragment records turns and observations", gauge.at, base)
         w = p.workload
         sessions, gap = self.arrivals(w.arrival)
+        trace = self.trace(w.arrival) if isinstance(w.arrival, ir.Trace) else None
+        if trace is not None:
+            sessions = len(trace.times)
         if w.trace is not None:
             raise _outside("a trace beside the arrival law: the fragment's turns come from the program", w.trace.at,
                            base)
@@ -192,7 +216,8 @@ class _Lowering:
             init=self.refusing_pool_state(INIT_READS, self.block, w.init), turn_block=self.block(w.turn),
             session=self.block(w.session),
             server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
-            admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys)
+            admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys,
+            trace=trace)
 
     def arrivals(self, arrival: ir.Arrival) -> tuple[int, int]:
         """The sessions and the gap between arrivals: `batch(N)` (N, 0), or `renewal(g)` with a constant
@@ -200,9 +225,12 @@ class _Lowering:
         base = self.base
         if isinstance(arrival, ir.Batch):
             return arrival.sessions, 0
+        if isinstance(arrival, ir.Trace):
+            return 0, 0  # (`trace` reads the file)
         if not isinstance(arrival, ir.Renewal):
             raise _outside(f"the workload's `{arrival.kind}` arrivals: the fragment's sessions arrive together "
-                           "(`arrive batch(N);`) or at a constant gap (`arrive renewal(g);`)", arrival.at, base)
+                           "(`arrive batch(N);`), at a constant gap (`arrive renewal(g);`) or as an ordered "
+                           "trace says (`trace \"file.csv\" ordered;`)", arrival.at, base)
         gap = fold(arrival.gap)
         if gap is None:
             raise _outside("a drawn renewal gap: the fragment's programs are deterministic", arrival.at, base)
@@ -213,6 +241,29 @@ class _Lowering:
             raise _outside("`arrive renewal(g)` without `--arrivals N`: the fragment's runs have a given "
                            "number of sessions", arrival.at, base)
         return limit, int(gap)
+
+    def trace(self, trace: ir.Trace) -> KernelTrace:
+        """An ordered trace's sessions (serq.sim.trace.read_trace), in the order they arrive, when its
+        times and turns are whole numbers."""
+        from serq.sim.trace import read_trace
+        where = trace.at, self.base
+        if not trace.ordered:
+            raise _outside("a trace that is not `ordered`: its sessions are drawn, and the fragment's programs are "
+                           "deterministic", *where)
+        path = Path(trace.file)
+        if not path.is_absolute():
+            path = self.base / path
+        sessions, arrive = read_trace(path)
+        for i, (t, turns) in enumerate(zip(arrive, sessions)):
+            for what, v in (("arrival time", t), *((c, x) for row in turns for c, x in
+                                                   zip(("new", "out", "think", "forced"), row))):
+                if not float(v).is_integer():
+                    raise _outside(f"trace session {i + 1}'s {what} {v}: the fragment's clock and numbers are "
+                                   "whole", *where)
+        order = sorted(range(len(arrive)), key=lambda i: (arrive[i], i))
+        return KernelTrace(times=[int(arrive[i]) for i in order],
+                           rows=[[tuple(int(x) for x in row) for row in sessions[i]] for i in order],
+                           file_order=order)
 
     def pool(self, pool: ir.Pool) -> int:
         """A pool's cap, when the pool is in the fragment: one member, a finite whole cap (a `block`
@@ -388,19 +439,27 @@ class _Lowering:
         slots = {pool.name for pool in self.p.pools if pool.admit_via is not None}
         cache_pools = ir.clause_pools(s.cache, names) - slots
         reuse_pools = (ir.clause_pools(s.reuse, names) if s.reuse is not None else ir.clause_pools(s.cache, names)) - slots
-        reuse = None if s.reuse is None else self.expr(_clause_arg(s.reuse), s.at)
         cache = (None if s.cache is None
                  else self.refusing_pool_state(CACHE_READS, self.expr, _clause_arg(s.cache), s.at))
-        on = []
-        for hp in s.pools:
-            if hp.pool.index is not None:
-                raise _outside(f"an indexed hold on `{hp.pool.pool}`", s.at, self.base)
-            name = hp.pool.pool
-            # no reserve: the units alone need room (`max(u, 0)` is u)
-            reserve = LExpr("num", (0,)) if hp.reserve is None else self.expr(self.cost(hp.reserve, name, s.at), s.at)
-            on.append((self.pools.index(name), self.expr(self.cost(hp.units, name, s.at), s.at), reserve,
-                       s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools,
-                       self.lease(s, name)))
+        # the units, reserve and reuse are read at admission: when an engine admits the hold's queue,
+        # while it plans an iteration, so `budget_left` of that engine reads the budget left
+        first = next(pool for pool in self.p.pools if pool.name == names[0])
+        self.admitting_engine = first.admit_via
+        try:
+            reuse = None if s.reuse is None else self.expr(_clause_arg(s.reuse), s.at)
+            on = []
+            for hp in s.pools:
+                if hp.pool.index is not None:
+                    raise _outside(f"an indexed hold on `{hp.pool.pool}`", s.at, self.base)
+                name = hp.pool.pool
+                # no reserve: the units alone need room (`max(u, 0)` is u)
+                reserve = (LExpr("num", (0,)) if hp.reserve is None
+                           else self.expr(self.cost(hp.reserve, name, s.at), s.at))
+                on.append((self.pools.index(name), self.expr(self.cost(hp.units, name, s.at), s.at), reserve,
+                           s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools,
+                           self.lease(s, name)))
+        finally:
+            self.admitting_engine = None
         return LStmt("hold", (tuple(on), reuse, cache), (tuple(self.block(s.body)),))
 
     def lease(self, s: ir.HoldStmt, name: str):
@@ -499,6 +558,12 @@ class _Lowering:
             raise _outside(f"a draw `~{e.dist}(…)`: the fragment's programs are deterministic", at, self.base)
         if k == "pool_obs":
             return self.pool_observable(e, at)
+        if k == "stage_obs" and e.fn == "budget_left":
+            if e.stage.index is not None or e.stage.stage != self.admitting_engine:
+                raise _outside(f"`budget_left({e.stage.stage})` outside the units, reserve and reuse of a hold whose "
+                               f"queue `{e.stage.stage}` admits: the fragment reads it while the engine admits",
+                               at, self.base)
+            return LExpr("stageVar", (STAGE_VARS["budget_left"],))
         raise _outside(f"the expression `{k}`: {_LATER}", at, self.base)
 
     def pool_observable(self, e: ir.PoolObs, at) -> LExpr:
@@ -651,6 +716,20 @@ def lean_services(kp: KernelProgram) -> str:
     return "[" + ", ".join(".delay" if s[0] == "delay" else f"(.{s[0]} {s[1]})" for s in kp.services) + "]"
 
 
+def trace_places(kp: KernelProgram) -> list[int]:
+    """`Program.traceAt`: the places of the attributes a trace's turn sets (a place past the table for one
+    the program does not read); none without a trace."""
+    if kp.trace is None:
+        return []
+    return [kp.attributes.index(a) if a in kp.attributes else len(kp.attributes) for a in TRACE_ATTRIBUTES]
+
+
+def lean_trace_rows(kp: KernelProgram) -> str:
+    """`Program.traceRows` as a Lean `List (List (List Nat))`."""
+    rows = kp.trace.rows if kp.trace is not None else []
+    return "[" + ", ".join("[" + ", ".join("[" + ", ".join(map(str, r)) + "]" for r in s) + "]" for s in rows) + "]"
+
+
 def lean_engines(kp: KernelProgram) -> str:
     """The program's engines' clauses as a Lean `List Engine`."""
     def engine(budget, chunk, cost, order, serve_only, admit_only, gated) -> str:
@@ -666,7 +745,9 @@ def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
                                                                        queue_keys=lean_queue_keys,
                                                                        preempt_keys=lean_preempt_keys,
                                                                        evict_keys=lean_evict_keys,
-                                                                       engines=lean_engines)
+                                                                       engines=lean_engines,
+                                                                       trace_places=trace_places,
+                                                                       trace_rows=lean_trace_rows)
 
 
 # ------------------------------------------------------------------ what the interpreter recorded
@@ -719,7 +800,12 @@ def recorded_run(program: ir.Program, kp: KernelProgram,
     answers: list[list] = [[] for _ in range(n)]
     observations: list[list] = [[] for _ in range(n)]
     tokens: list[list] = [[] for _ in range(n)]
-    for (serial, turn), o in sorted(E.turn_log.items()):
+    # the turn log names a trace's turn by the trace session it replays (its place in the file); the
+    # kernel's sessions are in the order they arrived
+    serial_of = {i: k for k, i in enumerate(kp.trace.file_order)} if kp.trace is not None else None
+    for (key, turn), o in sorted(E.turn_log.items(), key=lambda item: (
+            serial_of[item[0][0]] if serial_of is not None else item[0][0], item[0][1])):
+        serial = serial_of[key] if serial_of is not None else key
         if o[6] == "answered":
             answers[serial].append((serial, turn + 1, _nat(o[7]), _nat(o[5])))
             if o[4] is not None:  # (first_start, last_start, …, first_token): a turn an engine gave a token

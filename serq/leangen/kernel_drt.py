@@ -17,7 +17,8 @@ from pathlib import Path
 from serq.ir import models as ir
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
 from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_engines,
-                                 lean_evict_keys, lean_preempt_keys, lean_queue_keys, lean_services, recorded_run)
+                                 lean_evict_keys, lean_preempt_keys, lean_queue_keys, lean_services, lean_trace_rows,
+                                 recorded_run, trace_places)
 
 #: The fuel of every case: a bound on the statements one block runs, loop rounds included. The
 #: kernel's cost is the statements actually run, not the fuel; a case that needs more fails (its
@@ -54,7 +55,8 @@ def render_kernel_batch(items: list[tuple[int, KernelCase, KernelObserved]], tit
     return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block,
                                                                    services=lean_services, queue_keys=lean_queue_keys,
                                                                    preempt_keys=lean_preempt_keys, evict_keys=lean_evict_keys,
-                                                                   engines=lean_engines)
+                                                                   engines=lean_engines, trace_places=trace_places,
+                                                                   trace_rows=lean_trace_rows)
 
 
 def _stage_records(observed: KernelObserved) -> tuple:
@@ -180,6 +182,18 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.extend(p.preempt_modes)
     _key_lists_tokens(p.preempt_keys, out)
     _key_lists_tokens(p.evict_keys, out)
+    times = p.trace.times if p.trace is not None else []
+    out.append(len(times))
+    out.extend(times)
+    places = trace_places(p)
+    out.append(len(places))
+    out.extend(places)
+    rows = p.trace.rows if p.trace is not None else []
+    out.append(len(rows))
+    for session in rows:
+        out.append(len(session))
+        for row in session:
+            out.extend(row)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):
