@@ -24,7 +24,7 @@ ORACLE = REPO / "examples" / "oracle" / "vllm_request.sq"
 
 #: Scenarios whose kernel run differs from the interpreter's, found when the oracle program entered the
 #: fragment (2026-12-03) and not yet explained: a prefix-caching scenario of four multi-turn sessions (its
-#: forced misses are not what sets it apart: 37 agreeing scenarios have them). The test fails when this
+#: forced misses are not what sets it apart: many agreeing scenarios have them). The test fails when this
 #: set changes either way.
 KNOWN_DIVERGENCES = {"cache_20261201_004"}
 
