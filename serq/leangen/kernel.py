@@ -27,6 +27,7 @@ candidate's `decoding`, `position`, `admission` and attributes).
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -290,32 +291,23 @@ class _Lowering:
         `admission` (`preempt lifo` and `preempt none`: none)."""
         if pool.preempt.kind != "by" or _is_lifo(pool.preempt):
             return []
-        self.engine_clause = PREEMPT
-        try:
+        with self.lowering(engine_clause=PREEMPT):
             return [self.expr(k, pool.at) for k in pool.preempt.keys]
-        finally:
-            self.engine_clause = None
 
     def evict_keys(self, pool: ir.Pool) -> list[LExpr]:
         """A pool's `evict by` keys, over a cached entry's `size`, `waiting`, its session's attributes and
         `now` (`evict lru`: none)."""
         if pool.evict.kind != "by":
             return []
-        self.engine_clause = EVICT
-        try:
-            return [self.refusing_pool_state(EVICT_READS, self.expr, k, pool.at) for k in pool.evict.keys]
-        finally:
-            self.engine_clause = None
+        with self.lowering(engine_clause=EVICT, pool_state_refused=EVICT_READS):
+            return [self.expr(k, pool.at) for k in pool.evict.keys]
 
     def queue_keys(self, pool: ir.Pool) -> list[LExpr]:
         """A pool's `queue by` keys (which may read `waited`), none for `queue fifo`."""
         if pool.queue.kind != "by":
             return []
-        self.waited_readable = True
-        try:
+        with self.lowering(waited_readable=True):
             return [self.expr(k, pool.at) for k in pool.queue.keys]
-        finally:
-            self.waited_readable = False
 
     def service(self, stage: ir.Stage) -> tuple:
         svc = stage.service
@@ -346,11 +338,8 @@ class _Lowering:
                            *where)
         clauses = []
         for name, e in (("tokens cap", svc.budget), ("each at most", svc.chunk), ("execute", svc.cost)):
-            self.engine_clause = name
-            try:
-                clauses.append(self.refusing_pool_state(f"in an engine's `{name}`", self.expr, e, stage.at))
-            finally:
-                self.engine_clause = None
+            with self.lowering(engine_clause=name, pool_state_refused=f"in an engine's `{name}`"):
+                clauses.append(self.expr(e, stage.at))
         order = []
         if svc.serve.kind == "by":
             preempts = any(pool.memory_of == stage.name and pool.preempt.kind != "none" for pool in self.p.pools)
@@ -360,19 +349,13 @@ class _Lowering:
                 # preemption while serving changes what they read; the kernel reads them once
                 raise _outside(f"a serve key that reads `running.*` on engine `{stage.name}`, whose memory "
                                "preempts: the fragment reads serve keys once, as the iteration starts", *where)
-            self.engine_clause = SERVE_ORDER
-            try:  # (the linker refuses a pool's observable in a key)
+            with self.lowering(engine_clause=SERVE_ORDER):  # (the linker refuses a pool's observable in a key)
                 order = [self.expr(k, stage.at) for k in svc.serve.keys]
-            finally:
-                self.engine_clause = None
         clauses.append(tuple(order))
         # `only (p)` on `advance running` and on `admit waiting` (none: every request)
         for only in ((None, None) if svc.iteration is None else (svc.iteration[0].only, svc.iteration[1].only)):
-            self.engine_clause = ONLY
-            try:
+            with self.lowering(engine_clause=ONLY):
                 clauses.append(None if only is None else self.expr(only, stage.at))
-            finally:
-                self.engine_clause = None
         # vLLM's default schedule (no IR body) has the gate without writing it out
         clauses.append(svc.iteration is None or svc.iteration[1].gate is not None)
         self.engines.append(tuple(clauses))
@@ -444,8 +427,7 @@ class _Lowering:
         # the units, reserve and reuse are read at admission: when an engine admits the hold's queue,
         # while it plans an iteration, so `budget_left` of that engine reads the budget left
         first = next(pool for pool in self.p.pools if pool.name == names[0])
-        self.admitting_engine = first.admit_via
-        try:
+        with self.lowering(admitting_engine=first.admit_via):
             reuse = None if s.reuse is None else self.expr(_clause_arg(s.reuse), s.at)
             on = []
             for hp in s.pools:
@@ -458,8 +440,6 @@ class _Lowering:
                 on.append((self.pools.index(name), self.expr(self.cost(hp.units, name, s.at), s.at), reserve,
                            s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools,
                            self.lease(s, name)))
-        finally:
-            self.admitting_engine = None
         return LStmt("hold", (tuple(on), reuse, cache), (tuple(self.block(s.body)),))
 
     def lease(self, s: ir.HoldStmt, name: str):
@@ -471,13 +451,23 @@ class _Lowering:
             raise _outside(f"an indexed lease of `{name}`", s.at, self.base)
         return "inf" if isinstance(s.lease.duration, ir.Inf) else self.expr(s.lease.duration, s.at)
 
+    @contextmanager
+    def lowering(self, **state):
+        """Lower with fields of the lowering's state set (what the expression being lowered stands in:
+        `engine_clause`, `waited_readable`, `pool_state_refused`, `admitting_engine`), restored after."""
+        saved = {name: getattr(self, name) for name in state}
+        for name, value in state.items():
+            setattr(self, name, value)
+        try:
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(self, name, value)
+
     def refusing_pool_state(self, where: str, lower, *args):
         """`lower(*args)`, refusing a pool's observable in it as standing `where`."""
-        self.pool_state_refused = where
-        try:
+        with self.lowering(pool_state_refused=where):
             return lower(*args)
-        finally:
-            self.pool_state_refused = None
 
     def cost(self, e, resource: str, at):
         """A run's work or a hold's units without its `cost(resource, …)` (the fragment's units are
