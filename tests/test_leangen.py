@@ -585,6 +585,47 @@ def test_kernel_recorded_run_of_an_ordered_trace_is_the_hand_computed_one(tmp_pa
     assert {s: list(r.observations) for s, r in enumerate(sessions)} == TRACE_OBSERVATIONS
 
 
+# two turns created at one instant join an engine's queue in the file's order of their trace sessions, not
+# in the order the sessions arrived (the interpreter's `_creation`, as vLLM's oracle driver submits them).
+# The file lists session 5 (at 1: prompts 2 then 8, one decode each) before session 2 (at 0: prompts 2 then
+# 8, two decodes then one), so the kernel's session 0 is the file's second. An engine of 2 slots and a
+# budget of 10 on the step clock: s0 prefills 2 (0-1) and decodes (1-2, 2-3); s1 prefills 2 (1-2) and
+# decodes (2-3). Both are answered at 3 and their second turns are created then: s0's joins the queue
+# first (the iteration ends its residents in admission order) and s1's goes before it, its trace session
+# being earlier in the file. At 3 s1 is admitted first and prefills 8, s0 the 2 left of the budget (3-4);
+# s1 decodes, s0 prefills its last 6 (4-5): s1 is answered at 5; s0 decodes (5-6), answered at 6. In the
+# arrival order the two answers would swap.
+TIE_CSV = "session,arrive,new,out,think,forced\n5,1,2,1,0,0\n5,1,8,1,0,0\n2,0,2,2,0,0\n2,0,8,1,0,0\n"
+TIE_SOURCE = ("fn main() {\n  device gpu { }\n  engine llm on gpu {\n    reqs cap 2;\n    tokens cap 10;\n"
+              "    request (p, o) {\n      prefill (p);\n      decode (o);\n    }\n    schedule {\n"
+              "      advance running;\n      admit waiting while (running.preempted == 0) taking reqs (1);\n    }\n"
+              "    execute (1);\n  }\n  pool reqs on llm { queue fifo; }\n"
+              "  workload {\n    trace \"t.csv\" ordered;\n    session { turn; while (more) { turn; } }\n  }\n"
+              "  server { llm (new, out); }\n}\n")
+TIE_ANSWERS = {0: [(0, 1, 0, 3), (0, 2, 3, 6)], 1: [(1, 1, 1, 3), (1, 2, 3, 5)]}
+TIE_TOKENS = {0: [(0, 1, 1, 0, 2), (0, 2, 5, 4, 5)], 1: [(1, 1, 2, 1, 2), (1, 2, 4, 3, 4)]}
+TIE_ITERATIONS = [(0, 2, 2, 0, 1, 2, 0, 1), (1, 3, 2, 1, 2, 3, 2, 2), (2, 2, 0, 2, 2, 2, 5, 2),
+                  (3, 10, 10, 0, 2, 16, 7, 2), (4, 7, 6, 1, 2, 7, 17, 2), (5, 1, 0, 1, 1, 1, 24, 2)]
+
+
+def _tie_program(folder: Path):
+    folder.mkdir(exist_ok=True)  # its own t.csv, beside TRACE_SOURCE's
+    (folder / "t.csv").write_text(TIE_CSV)
+    return _written(folder, "tie", TIE_SOURCE)
+
+
+def test_kernel_turns_created_at_one_instant_queue_in_the_files_order(tmp_path):
+    from serq.leangen.kernel import kernel_program, recorded_run, render_kernel_module
+    _, program = _tie_program(tmp_path)
+    kp = kernel_program(program, tmp_path)
+    text = render_kernel_module(kp, "Serq.Programs.Tie")
+    assert "arrivalTimes := [0, 1]" in text and "traceNos := [1, 0]" in text
+    sessions, records = recorded_run(program, kp, tmp_path)
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == TIE_ANSWERS
+    assert {s: list(r.tokens) for s, r in enumerate(sessions)} == TIE_TOKENS
+    assert list(records[0]) == TIE_ITERATIONS
+
+
 @pytest.mark.parametrize("csv, flag, what", [
     (TRACE_CSV.replace("2,0,7", "2,0.5,7"), "ordered", "arrival time 0.5: the fragment's clock and numbers are whole"),
     (TRACE_CSV.replace("9,3,4,0,2", "9,3,4,0.25,2"), "ordered", "out 0.25"),
@@ -888,8 +929,8 @@ def test_kernel_binops_are_the_irs():
 def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path):
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
-    program, the pool-observables program, the functions program, the six engines, and the `evict by`, lease
-    and `blocksize` programs in one file (one Lean start-up, not sixteen); the cache's and the observables' observations too, the engines' tokens and iterations."""
+    program, the pool-observables program, the functions program, the six engines, the `evict by`, lease
+    and `blocksize` programs, the ordered trace and the tie of two turns created at one instant in one file (one Lean start-up, not one each); the cache's and the observables' observations too, the engines' tokens and iterations."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -908,6 +949,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, lease = _written(tmp_path, "lease", LEASE_SOURCE)
     _, blocksize = _written(tmp_path, "blocksize", BLOCKSIZE_SOURCE)
     _, trace = _trace_program(tmp_path)
+    _, tie = _tie_program(tmp_path / "tie")
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
                 "SelfPreempt": SELF_PREEMPT_OBSERVATIONS, "Functions": FUNCTIONS_OBSERVATIONS,
                 "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS,
@@ -917,7 +959,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                    "ByRemaining": (BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
                    "Phases": (PHASES_TOKENS, PHASES_ITERATIONS), "KvMemory": (KV_TOKENS, KV_ITERATIONS),
                    "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS),
-                   "SelfPreempt": (SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS)}
+                   "SelfPreempt": (SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
+                   "Tie": (TIE_TOKENS, TIE_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
@@ -929,7 +972,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("SelfPreempt", self_preempt, tmp_path, SELF_PREEMPT_ANSWERS),
             ("Functions", functions, tmp_path, FUNCTIONS_ANSWERS),
             ("EvictBy", evict_by, tmp_path, EVICT_BY_ANSWERS), ("Lease", lease, tmp_path, LEASE_ANSWERS),
-            ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS), ("Trace", trace, tmp_path, TRACE_ANSWERS)):
+            ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS), ("Trace", trace, tmp_path, TRACE_ANSWERS),
+            ("Tie", tie, tmp_path / "tie", TIE_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(

@@ -146,7 +146,7 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
             let w : Waiter := ⟨th.serial, m.now, on, reuse, cache, body, false⟩
             -- an engine's queue takes the holds of one instant in the order their turns were created
             let queue := if getAt p.admitVia h.pool = 0 then appendWaiter q.queue w
-              else insertByCreation m.threads m.now th.created th.serial w q.queue
+              else insertByCreation p.traceNos m.threads m.now th.created th.serial w q.queue
             { m with pools := setPool m.pools h.pool { q with queue := queue } }.put
               { th with k := .stmts rest :: k }
 

@@ -372,11 +372,14 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
                                 match readNats nw r with
                                 | some (traceAt, ns :: r) =>
                                   match readTraceRows ns r with
-                                  | some (rows, r) =>
-                                    some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages,
-                                      caps, keys, gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys,
-                                      evictKeys, times, traceAt, rows⟩, r)
-                                  | none => none
+                                  | some (rows, nn :: r) =>
+                                    match readNats nn r with
+                                    | some (traceNos, r) =>
+                                      some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages,
+                                        caps, keys, gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys,
+                                        evictKeys, times, traceAt, rows, traceNos⟩, r)
+                                    | none => none
+                                  | _ => none
                                 | _ => none
                               | _ => none
                             | _ => none

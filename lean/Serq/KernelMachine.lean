@@ -205,6 +205,10 @@ structure Program where
   arrivalTimes : List Nat
   traceAt : List Nat
   traceRows : List (List (List Nat))
+  -- per session, the trace session it replays (its place in the file; none without a trace): of two
+  -- turns created at one instant, the one of the session earlier in the file joins an engine's queue
+  -- first, as the interpreter's clients submit them (`insertByCreation`)
+  traceNos : List Nat
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/
@@ -924,16 +928,26 @@ def applyTokens (t0 t1 : Nat) : List Progress → List Resident → List Progres
       if rem = 0 then (rest.1, rest.2.1, r.thread :: rest.2.2)
       else (rest.1, { r with rem := rem, sched := 0 } :: rest.2.1, rest.2.2)
 
+/-- What orders two turns created at one instant: the trace session a session replays
+(`Program.traceNos`), else (no trace) its serial. -/
+def tieNo (traceNos : List Nat) (serial : Nat) : Nat :=
+  match traceNos with
+  | [] => serial
+  | _ :: _ => getAt traceNos serial
+
 /-- A hold joins an engine's queue as the interpreter's clients submit turns
 (`Engine._enqueue_in_creation_order`): before the first hold that joined at this instant whose
-turn was created after its own (when it was created, `Thread.created`, then the serial). -/
-def insertByCreation (threads : List Thread) (now : Nat) (created serial : Nat) (w : Waiter) : List Waiter → List Waiter
+turn was created after its own (when it was created, `Thread.created`, then `tieNo`: the trace
+session it replays, else the serial). -/
+def insertByCreation (traceNos : List Nat) (threads : List Thread) (now : Nat) (created serial : Nat) (w : Waiter) :
+    List Waiter → List Waiter
   | [] => [w]
   | x :: xs =>
     let t := getThread threads x.thread
-    if x.joined == now && !x.head && (decide (created < t.created) || (created == t.created && decide (serial < t.serial))) then
+    if x.joined == now && !x.head && (decide (created < t.created) ||
+        (created == t.created && decide (tieNo traceNos serial < tieNo traceNos t.serial))) then
       w :: x :: xs
-    else x :: insertByCreation threads now created serial w xs
+    else x :: insertByCreation traceNos threads now created serial w xs
 
 def getKeys : List (List Expr) → Nat → List Expr
   | [], _ => []

@@ -130,7 +130,7 @@ def Machine.preempt (p : Program) (s i t : Nat) (m : Machine) (b : Batch) : Mach
     let q := getPool r.1 first
     let queue := if head then w' :: q.queue
       else if getAt p.admitVia first = 0 then appendWaiter q.queue w'
-      else insertByCreation m1.threads m.now th.created th.serial w' q.queue
+      else insertByCreation p.traceNos m1.threads m.now th.created th.serial w' q.queue
     -- (the turn's preemptions: a prefill it runs again samples no first token, `prefill_token`)
     let g := getProgress m1.progress t
     ({ m1 with pools := setPool r.1 first { q with queue := queue },

@@ -194,6 +194,9 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
         out.append(len(session))
         for row in session:
             out.extend(row)
+    trace_nos = p.trace.file_order if p.trace is not None else []
+    out.append(len(trace_nos))
+    out.extend(trace_nos)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):
