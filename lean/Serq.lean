@@ -20,6 +20,7 @@ public import Serq.KernelMemory
 public import Serq.Kernel
 public import Serq.KernelFacts
 public import Serq.KernelBudget
+public import Serq.KernelTimed
 public import Serq.KernelCodec
 
 /-! # serQ in Lean

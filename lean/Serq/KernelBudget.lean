@@ -16,9 +16,9 @@ cap (`Batch.ok`) through `serveIn`, `admitWaiting` and everything under them. Th
 `startIteration` adds one (the batch's tokens), every other function of the machine keeps each
 engine's records as they were (`*_records`).
 
-With `Serq.RateCost`, the token rate of such an engine, `served · T ≤ B · start` under an affine or a
-tiled `execute` (`runProgram_affine_token_rate`, `runProgram_tiled_token_rate`), for a run whose
-records are `Timed` by the cost: that fact about the kernel's records is the hypothesis left.
+With `Serq.RateCost` and the records' timing (`Serq.KernelTimed`), the token rate of such an engine,
+`served · T ≤ B · start` under an affine or a tiled `execute` (`runProgram_affine_token_rate`,
+`runProgram_tiled_token_rate`, there).
 -/
 @[expose] public section
 
@@ -388,13 +388,13 @@ theorem runProgram_within_budget (p : Program) (fuel s e B : Nat) (hs : getServi
     exact loop_within p _ _ (endOfInstant_within p _ _ (settle_within p _ _ (initial_within p)))
   exact h s e B hs hB
 
-/-! ### The token rate with the iteration's cost, for a program's engine
+/-! ### The records as `Serq.RateCost` reads them
 
 `Serq.RateCost` proves the token rate `served · T ≤ R · start` for every sequence of iterations
 within the budget `R` and timed by the cost. Of a program's run, the first is
-`runProgram_within_budget`; what is left to assume is that the records are `Timed` (each iteration
-starts no earlier than the one before it ends). The records are newest first, the rate's sequence
-oldest first. -/
+`runProgram_within_budget`; the second is `Serq.KernelTimed`'s `runProgram_timed`, which has the token
+rate of a program's engine (`runProgram_affine_token_rate`, `runProgram_tiled_token_rate`). The
+records are newest first, the rate's sequence oldest first. -/
 
 /-- An engine's iterations as `Serq.RateCost` reads them, oldest first. -/
 noncomputable def rateIterations (records : List Iteration) : List RateCost.Iteration :=
@@ -407,23 +407,5 @@ theorem rateIterations_within (p : Program) (fuel s e B : Nat) (hs : getService 
   simp only [rateIterations, List.mem_map, List.mem_reverse] at hi
   obtain ⟨r, hr, rfl⟩ := hi
   exact runProgram_within_budget p fuel s e B hs hB r hr
-
-/-- The token rate of a program's engine of constant budget `B` and affine cost `a + b·x`
-(Dai et al. 2025, Th. 2(a); Bari et al., Th. 1): `served · (a + b·B) ≤ B · start` at every
-iteration, for every run whose iterations are `Timed` by the cost. -/
-theorem runProgram_affine_token_rate (p : Program) (fuel s e B a b : Nat) (hs : getService p.stages s = .step e)
-    (hB : (getEngine p.engines e).budget = .num B)
-    (ht : RateCost.Timed (fun x => a + b * x) (rateIterations (getEngineState (runProgram p fuel).engines s).records)) :
-    RateCost.RateHolds (a + b * B) B 0 (rateIterations (getEngineState (runProgram p fuel).engines s).records) :=
-  RateCost.affine_token_rate a b B _ (rateIterations_within p fuel s e B hs hB) ht
-
-/-- The same under a tiled cost `a·⌈x/g⌉ + b·x` with a budget of `m` tiles (`B = g·m`). -/
-theorem runProgram_tiled_token_rate (p : Program) (fuel s e a b g m : Nat) (hg : 0 < g)
-    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num (g * m))
-    (ht : RateCost.Timed (fun x => a * ((x + g - 1) / g) + b * x)
-      (rateIterations (getEngineState (runProgram p fuel).engines s).records)) :
-    RateCost.RateHolds (a * m + b * (g * m)) (g * m) 0
-      (rateIterations (getEngineState (runProgram p fuel).engines s).records) :=
-  RateCost.tiled_token_rate a b g m hg _ (rateIterations_within p fuel s e (g * m) hs hB) ht
 
 end Serq.Kernel

@@ -22,10 +22,12 @@ condition:
 
 What ties this to a program: the records of the program's engine must be `Timed` by its
 `execute` and within its budget. The engine model (`Serq.Exec`) has the step clock only; the kernel
-interpreter's engines (`Serq.Kernel`) have the cost. Within the budget is proved of every kernel run
-of an engine whose `tokens cap` is a constant (`Serq.Kernel.runProgram_within_budget`, in
-`Serq.KernelBudget`, with the rate for a program's engine, `runProgram_affine_token_rate` and
-`runProgram_tiled_token_rate`); `Timed` is still their hypothesis (issue 14, result 1).
+interpreter's engines (`Serq.Kernel`) have the cost. Both are proved of every kernel run, at any
+fuel: within the budget for an engine whose `tokens cap` is a constant
+(`Serq.Kernel.runProgram_within_budget`, in `Serq.KernelBudget`), `Timed` for an engine whose
+`execute` reads only the batch (`Serq.Kernel.runProgram_timed`, in `Serq.KernelTimed`), and with them
+the rate of a program's engine, `runProgram_affine_token_rate` and `runProgram_tiled_token_rate`
+(issue 14, result 1).
 -/
 
 @[expose] public section
