@@ -259,8 +259,8 @@ OBSERVABLES_OBSERVATIONS = {
 # at 4 s0's prefill has sampled its first token and it decodes (1), s1 its last 2, 1 of the budget left
 # and no slot (4-5); at 5 both decode (5-6); at 6 s0's second decode token ends its turn, its slot
 # goes to s2, admitted in the iteration after s1's decode: 1 + 3 (6-8); then s2 alone: 2 (8-9), 1
-# (9-10), 1 (10-11). Per turn (serial, turn, first token, its iteration's start, the last's start),
-# and per iteration (start, tokens, prefilled, decoders, residents, demand, served, arrived):
+# (9-10), 1 (10-11). Per turn (serial, turn, first token, its iteration's start, the last's start, the
+# turn's preemptions, the prefix its first admission reused), and per iteration (start, tokens, prefilled, decoders, residents, demand, served, arrived):
 ENGINE_SOURCE = ("fn main() {\n  device gpu { }\n  engine llm on gpu {\n    reqs cap 2;\n    tokens cap 4;\n"
                  "    request (p, o) {\n      prefill (p);\n      decode (o);\n    }\n    schedule {\n"
                  "      advance running each at most (3);\n"
@@ -268,7 +268,7 @@ ENGINE_SOURCE = ("fn main() {\n  device gpu { }\n  engine llm on gpu {\n    reqs
                  "    execute (1 + floor(batch.tokens / 4));\n  }\n  pool reqs on llm { queue fifo; }\n"
                  "  workload { arrive batch(3); }\n  server { llm (5, 2); }\n}\n")
 ENGINE_ANSWERS = {0: [(0, 1, 0, 6)], 1: [(1, 1, 0, 8)], 2: [(2, 1, 0, 11)]}
-ENGINE_TOKENS = {0: [(0, 1, 4, 2, 5)], 1: [(1, 1, 5, 4, 6)], 2: [(2, 1, 9, 8, 10)]}
+ENGINE_TOKENS = {0: [(0, 1, 4, 2, 5, 0, 0)], 1: [(1, 1, 5, 4, 6, 0, 0)], 2: [(2, 1, 9, 8, 10, 0, 0)]}
 ENGINE_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 5, 4, 3), (4, 3, 2, 1, 2, 3, 8, 3),
                      (5, 2, 0, 2, 2, 2, 11, 3), (6, 4, 3, 1, 2, 4, 13, 3), (8, 2, 2, 0, 1, 2, 17, 3),
                      (9, 1, 0, 1, 1, 1, 19, 3), (10, 1, 0, 1, 1, 1, 20, 3)]
@@ -285,7 +285,7 @@ BY_REMAINING_SOURCE = (ENGINE_SOURCE.replace("advance running each at most (3);"
                                              "advance running by (remaining) each at most (3);")
                        .replace("llm (5, 2);", "llm (8 - 3 * serial, 2);"))
 BY_REMAINING_ANSWERS = {0: [(0, 1, 0, 9)], 1: [(1, 1, 0, 8)], 2: [(2, 1, 0, 11)]}
-BY_REMAINING_TOKENS = {0: [(0, 1, 7, 6, 8)], 1: [(1, 1, 6, 4, 7)], 2: [(2, 1, 9, 8, 10)]}
+BY_REMAINING_TOKENS = {0: [(0, 1, 7, 6, 8, 0, 0)], 1: [(1, 1, 6, 4, 7, 0, 0)], 2: [(2, 1, 9, 8, 10, 0, 0)]}
 BY_REMAINING_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 6, 4, 3), (4, 4, 4, 0, 2, 4, 8, 3),
                            (6, 2, 1, 1, 2, 2, 12, 3), (7, 2, 0, 2, 2, 2, 14, 3), (8, 3, 2, 1, 2, 3, 16, 3),
                            (9, 1, 0, 1, 1, 1, 19, 3), (10, 1, 0, 1, 1, 1, 20, 3)]
@@ -303,7 +303,7 @@ PHASES_SOURCE = (ENGINE_SOURCE.replace("advance running each at most (3);",
                  .replace("admit waiting while",
                           "admit waiting only (running.decoding > 0 ? decoding : !decoding) while"))
 PHASES_ANSWERS = {0: [(0, 1, 0, 6)], 1: [(1, 1, 0, 10)], 2: [(2, 1, 0, 13)]}
-PHASES_TOKENS = {0: [(0, 1, 4, 2, 5)], 1: [(1, 1, 8, 6, 9)], 2: [(2, 1, 11, 10, 12)]}
+PHASES_TOKENS = {0: [(0, 1, 4, 2, 5, 0, 0)], 1: [(1, 1, 8, 6, 9, 0, 0)], 2: [(2, 1, 11, 10, 12, 0, 0)]}
 PHASES_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 4, 4, 0, 2, 5, 4, 3), (4, 1, 0, 1, 2, 3, 8, 3),
                      (5, 1, 0, 1, 2, 3, 9, 3), (6, 4, 4, 0, 2, 5, 10, 3), (8, 1, 0, 1, 2, 4, 14, 3),
                      (9, 1, 0, 1, 2, 4, 15, 3), (10, 3, 3, 0, 1, 3, 16, 3), (11, 1, 0, 1, 1, 1, 19, 3),
@@ -325,7 +325,7 @@ KV_SOURCE = ("fn main() {\n  device gpu { kv cap 8; }\n  engine llm on gpu {\n  
              "    execute (1);\n  }\n  pool kv on gpu { block 2; evict lru; preempt none; }\n"
              "  pool reqs on llm { queue fifo; }\n  workload { arrive batch(2); }\n  server { llm (3, 2 - serial); }\n}\n")
 KV_ANSWERS = {0: [(0, 1, 0, 4)], 1: [(1, 1, 0, 3)]}
-KV_TOKENS = {0: [(0, 1, 1, 0, 3)], 1: [(1, 1, 2, 1, 2)]}
+KV_TOKENS = {0: [(0, 1, 1, 0, 3, 0, 0)], 1: [(1, 1, 2, 1, 2, 0, 0)]}
 KV_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1, 0, 1, 2, 2, 7, 2), (3, 1, 0, 1, 1, 1, 8, 2)]
 
 
@@ -344,7 +344,7 @@ PREEMPT_SOURCE = (KV_SOURCE.replace("preempt none", "preempt lifo")
                   .replace("      prefill (p) growing kv;", "      observe at = computed;\n      prefill (p) growing kv;")
                   .replace("      cache (4);\n", "").replace("llm (3, 2 - serial)", "llm (3, 3)"))
 PREEMPT_ANSWERS = {0: [(0, 1, 0, 4)], 1: [(1, 1, 0, 8)]}
-PREEMPT_TOKENS = {0: [(0, 1, 1, 0, 3)], 1: [(1, 1, 2, 1, 7)]}
+PREEMPT_TOKENS = {0: [(0, 1, 1, 0, 3, 0, 0)], 1: [(1, 1, 2, 1, 7, 1, 0)]}
 PREEMPT_OBSERVATIONS = {0: [(0, 1, 0, 0, 0)], 1: [(1, 1, 0, 0, 0), (1, 1, 0, 4, 3)]}
 PREEMPT_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1, 0, 1, 1, 1, 7, 2),
                       (3, 1, 0, 1, 1, 1, 8, 2), (4, 3, 3, 0, 1, 3, 9, 2), (5, 1, 0, 1, 1, 1, 12, 2),
@@ -359,9 +359,28 @@ PREEMPT_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1,
 # (4-5), then decodes 3 (5-6, 6-7, 7-8).
 SELF_PREEMPT_SOURCE = PREEMPT_SOURCE.replace(" reserve (4);", ";")
 SELF_PREEMPT_ANSWERS = PREEMPT_ANSWERS
-SELF_PREEMPT_TOKENS = PREEMPT_TOKENS
+SELF_PREEMPT_TOKENS = {0: [(0, 1, 1, 0, 3, 0, 0)], 1: [(1, 1, 2, 1, 7, 2, 0)]}  # preempted twice
 SELF_PREEMPT_OBSERVATIONS = {0: [(0, 1, 0, 0, 0)], 1: [(1, 1, 0, 0, 0), (1, 1, 0, 3, 3), (1, 1, 0, 4, 0)]}
 SELF_PREEMPT_ITERATIONS = PREEMPT_ITERATIONS
+
+
+# a turn's reused prefix as its output (`turn_cached`, vLLM's num_cached_tokens): one session of two turns on
+# an engine of one slot, budget 8, a KV pool of cap 16 in blocks of 2; each turn holds kv (p), prefills
+# `p - cached` and decodes 1, and caches p + o at its end. Turn 1 (p 3): nothing cached, its hold takes 4;
+# it prefills 3 (0-1, first token at 1) and decodes (1-2), answered at 2, caching 4. Turn 2 (p 7), submitted
+# at 2: its hold takes 8 and reuses the whole blocks of the cached 4 (4): it prefills 3 (2-3) and decodes
+# (3-4), answered at 4.
+PREFIX_HIT_SOURCE = ("fn main() {\n  device gpu { kv cap 16; }\n  engine llm on gpu {\n    reqs cap 1;\n"
+                     "    tokens cap 8;\n    request (p, o) {\n      set c = cached;\n      prefill (p - c) growing kv;\n"
+                     "      decode (o) growing kv;\n      cache (p + o);\n    }\n    schedule {\n      advance running;\n"
+                     "      admit waiting while (running.preempted == 0) taking reqs (1), kv (p);\n    }\n"
+                     "    execute (1);\n  }\n  pool kv on gpu { block 2; evict lru; preempt none; }\n"
+                     "  pool reqs on llm { queue fifo; }\n  workload {\n    arrive batch(1);\n    init { set n = 0; }\n"
+                     "    session { turn; set n = 1; turn; }\n  }\n  server { llm (3 + 4 * n, 1); }\n}\n")
+PREFIX_HIT_ANSWERS = {0: [(0, 1, 0, 2), (0, 2, 2, 4)]}
+PREFIX_HIT_TOKENS = {0: [(0, 1, 1, 0, 1, 0, 0), (0, 2, 3, 2, 3, 0, 4)]}
+PREFIX_HIT_ITERATIONS = [(0, 3, 3, 0, 1, 3, 0, 1), (1, 1, 0, 1, 1, 1, 3, 1), (2, 3, 3, 0, 1, 3, 4, 1),
+                         (3, 1, 0, 1, 1, 1, 7, 1)]
 
 
 # `evict by (4 - size)`: the largest entry gives way first (over ℕ, `4 - size` on a pool of cap 4). A pool of
@@ -487,7 +506,8 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
     ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
     ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS),
-    ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS)])
+    ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
+    ("prefix_hit", PREFIX_HIT_SOURCE, PREFIX_HIT_ANSWERS, PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS)])
 def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
                                                                               tokens, iterations):
     from serq.leangen.kernel import kernel_program, recorded_run
@@ -603,7 +623,7 @@ TIE_SOURCE = ("fn main() {\n  device gpu { }\n  engine llm on gpu {\n    reqs ca
               "  workload {\n    trace \"t.csv\" ordered;\n    session { turn; while (more) { turn; } }\n  }\n"
               "  server { llm (new, out); }\n}\n")
 TIE_ANSWERS = {0: [(0, 1, 0, 3), (0, 2, 3, 6)], 1: [(1, 1, 1, 3), (1, 2, 3, 5)]}
-TIE_TOKENS = {0: [(0, 1, 1, 0, 2), (0, 2, 5, 4, 5)], 1: [(1, 1, 2, 1, 2), (1, 2, 4, 3, 4)]}
+TIE_TOKENS = {0: [(0, 1, 1, 0, 2, 0, 0), (0, 2, 5, 4, 5, 0, 0)], 1: [(1, 1, 2, 1, 2, 0, 0), (1, 2, 4, 3, 4, 0, 0)]}
 TIE_ITERATIONS = [(0, 2, 2, 0, 1, 2, 0, 1), (1, 3, 2, 1, 2, 3, 2, 2), (2, 2, 0, 2, 2, 2, 5, 2),
                   (3, 10, 10, 0, 2, 16, 7, 2), (4, 7, 6, 1, 2, 7, 17, 2), (5, 1, 0, 1, 1, 1, 24, 2)]
 
@@ -950,6 +970,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, blocksize = _written(tmp_path, "blocksize", BLOCKSIZE_SOURCE)
     _, trace = _trace_program(tmp_path)
     _, tie = _tie_program(tmp_path / "tie")
+    _, prefix_hit = _written(tmp_path, "prefix_hit", PREFIX_HIT_SOURCE)
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
                 "SelfPreempt": SELF_PREEMPT_OBSERVATIONS, "Functions": FUNCTIONS_OBSERVATIONS,
                 "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS,
@@ -960,7 +981,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                    "Phases": (PHASES_TOKENS, PHASES_ITERATIONS), "KvMemory": (KV_TOKENS, KV_ITERATIONS),
                    "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS),
                    "SelfPreempt": (SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
-                   "Tie": (TIE_TOKENS, TIE_ITERATIONS)}
+                   "Tie": (TIE_TOKENS, TIE_ITERATIONS), "PrefixHit": (PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
@@ -973,7 +994,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("Functions", functions, tmp_path, FUNCTIONS_ANSWERS),
             ("EvictBy", evict_by, tmp_path, EVICT_BY_ANSWERS), ("Lease", lease, tmp_path, LEASE_ANSWERS),
             ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS), ("Trace", trace, tmp_path, TRACE_ANSWERS),
-            ("Tie", tie, tmp_path / "tie", TIE_ANSWERS)):
+            ("Tie", tie, tmp_path / "tie", TIE_ANSWERS), ("PrefixHit", prefix_hit, tmp_path, PREFIX_HIT_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
@@ -989,7 +1010,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             tokens, iterations = engine_runs[name]
             theorems += "".join(
                 f"theorem tokens_{s} : (getThread (runProgram program 1000).threads {s}).tokens = "
-                f"[{', '.join(f'⟨{a}, {b}, {c}, {d}, {e}⟩' for a, b, c, d, e in reversed(ts))}] := by\n  decide +kernel\n\n"
+                f"[{', '.join('⟨' + ', '.join(map(str, t)) + '⟩' for t in reversed(ts))}] := by\n  decide +kernel\n\n"
                 for s, ts in tokens.items())
             theorems += ("theorem iterations : (getEngineState (runProgram program 1000).engines 0).records = "
                          f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(iterations))}] := by\n"
@@ -997,7 +1018,9 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
         text = text.replace(f"end {ns}", theorems + f"end {ns}")
         parts.append(text if not parts else text[text.index(f"namespace {ns}"):])
     f = tmp_path / "Examples.lean"
-    f.write_text("\n".join(parts))
+    # one theorem at a time: elaborated asynchronously, every theorem's kernel evaluation stays in memory
+    # until the file ends (past 16 GB with the programs above)
+    f.write_text("\n".join(parts).replace("@[expose] public section", "set_option Elab.async false\n\n@[expose] public section", 1))
     r = compile_file(f)
     assert r.ok, [d.message for d in r.diagnostics]
 

@@ -596,17 +596,4 @@ def meets (os : List Outcome) : List Expect → Bool
   | [] => true
   | e :: es => meets1 os e && meets os es
 
-/-- Does the run leave every turn of `ts` (session, turn) unanswered, as the oracle did? -/
-def meetsNone (os : List Outcome) : List (Nat × Nat) → Bool
-  | [] => true
-  | (sid, turn) :: ts =>
-    (match outcomeOf sid turn os with
-     | none => true
-     | some _ => false) && meetsNone os ts
-
-/-- Does the run answer the turns `es` as the oracle did, and leave the turns `ts` unanswered as
-the oracle did (a scenario in which the oracle did not finish every request within its steps)? -/
-def meetsUnfinished (os : List Outcome) (es : List Expect) (ts : List (Nat × Nat)) : Bool :=
-  meets os es && meetsNone os ts
-
 end Serq

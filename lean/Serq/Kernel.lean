@@ -63,7 +63,7 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
     | [] => { m with pools := endLeases p.blocks p.caps th.serial th.attrs m.now m.pools th.leases }.put { th with leases := [] }
     | .submit :: k =>
       -- the turn starts: no token yet (`Engine.turn_start`)
-      exec p f { m with progress := setProgress m.progress th.serial ⟨0, 0, 0, 0, 0⟩ }
+      exec p f { m with progress := setProgress m.progress th.serial ⟨0, 0, 0, 0, 0, 0, false⟩ }
         { th with k := k, submitted := m.now, inTurn := true }
     | .answer :: k =>
       if th.inTurn then
@@ -72,7 +72,8 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
         exec p f m { th with k := k, inTurn := false, created := m.now + 1,
                              answers := ⟨th.serial, th.turns, th.submitted, m.now⟩ :: th.answers,
                              tokens := if g.first = 0 then th.tokens
-                                       else ⟨th.serial, th.turns, g.first, g.firstStart, g.lastStart⟩ :: th.tokens }
+                                       else ⟨th.serial, th.turns, g.first, g.firstStart, g.lastStart, g.preempted,
+                                             g.cached⟩ :: th.tokens }
       else exec p f m { th with k := k }
     | .release held w :: k =>
       -- the hold's end: its parts given back, caching per its clause; `computed` is 0 again (`hold_end`)
@@ -239,6 +240,11 @@ def countHoldOns : List HoldOn → Nat
   | [] => 0
   | _ :: hs => countHoldOns hs + 1
 
+/-- Some pool of the hold reuses the session's cached prefix (`HoldOn.reuses`). -/
+def anyReuses : List HoldOn → Bool
+  | [] => false
+  | h :: hs => h.reuses || anyReuses hs
+
 /-- The hold at `j` in pool `i`'s queue admitted (it fits; `Engine.try_admit`): out of the queue,
 its units taken pool by pool, its thread's body next (the thread is not made ready here). Every pool
 of the hold takes an admission number, the thread its first. `stage`: the context variables its
@@ -253,7 +259,11 @@ def Machine.admitWaiter (p : Program) (m : Machine) (stage : List Nat) (i j : Na
   -- the `reuse` clause is read once the hold is out of the queue, before it takes anything
   let r := admitOn p m.threads found caching (reuseLimit ⟨p.caps, out, th.serial, stage⟩ th.attrs m.now w.reuse) th.attrs m.now
     true 0 out w.on
-  { m with pools := r.1, admSeq := m.admSeq + countHoldOns w.on }.put
+  -- a turn's `cached` output is what its first admission with a reuse consumed (`turn_cached`)
+  let g := getProgress m.progress th.serial
+  let progress := if th.inTurn && caching && anyReuses w.on && !g.cachedSet
+    then setProgress m.progress th.serial { g with cached := r.2.1, cachedSet := true } else m.progress
+  { m with pools := r.1, admSeq := m.admSeq + countHoldOns w.on, progress := progress }.put
     { th with attrs := setAt th.attrs p.cachedAt r.2.1, admNo := m.admSeq,
               k := .stmts w.body :: .release r.2.2 w :: th.k }
 
@@ -539,7 +549,7 @@ def idleEngines : List Service → List EngineState
 
 def noProgress : Nat → List Progress
   | 0 => []
-  | n + 1 => ⟨0, 0, 0, 0, 0⟩ :: noProgress n
+  | n + 1 => ⟨0, 0, 0, 0, 0, 0, false⟩ :: noProgress n
 
 /-- A trace's arrivals as timers, session `s` at `times[s]`, in order (the interpreter schedules them
 all as the run starts, `TraceReplay.start`, so they come first among the events of their instant). -/

@@ -415,9 +415,9 @@ def readObservations : Nat → List Nat → Option (List Observation × List Nat
 
 def readTokens : Nat → List Nat → Option (List TurnTokens × List Nat)
   | 0, r => some ([], r)
-  | n + 1, a :: b :: c :: d :: e :: r =>
+  | n + 1, a :: b :: c :: d :: e :: f :: g :: r =>
     match readTokens n r with
-    | some (ts, r) => some (⟨a, b, c, d, e⟩ :: ts, r)
+    | some (ts, r) => some (⟨a, b, c, d, e, f, g⟩ :: ts, r)
     | none => none
   | _ + 1, _ => none
 

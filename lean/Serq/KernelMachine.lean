@@ -231,14 +231,18 @@ structure Observation where
 
 /-- What the client saw of an answered turn's tokens (only a turn an engine gave a token): the
 session's serial, the turn, the first token's time (an iteration's end), the start of the
-iteration that gave it, the start of the iteration that gave the last (the interpreter's turn log:
-`first_token`, `first_start`, `last_start`). -/
+iteration that gave it, the start of the iteration that gave the last, the turn's preemptions, and
+the prefix its first admission that reuses consumed (the interpreter's turn log: `first_token`,
+`first_start`, `last_start`, `turn_pre`, `turn_cached`; on `execute (1)` the last four are vLLM's
+first-token step, last-token step, preemptions and `num_cached_tokens`). -/
 structure TurnTokens where
   serial : Nat
   turn : Nat
   first : Nat
   firstStart : Nat
   lastStart : Nat
+  preempted : Nat
+  cached : Nat
   deriving DecidableEq, Repr
 
 /-- What a claim over an engine's iterations reads of one (the interpreter's `IterationRecord`):
@@ -322,13 +326,17 @@ structure Thread where
 /-- A session's open turn's tokens so far, which an engine's iterations write (the machine keeps
 them beside the threads, so an iteration's end changes no thread): the first token's time (0: none
 yet; an iteration that gives a token lasts more than 0), the start of the iteration that gave it,
-the start of the one that gave the latest, the decode tokens, the turn's preemptions (`turn_pre`). -/
+the start of the one that gave the latest, the decode tokens, the turn's preemptions (`turn_pre`),
+and the prefix the turn's first admission with a reuse consumed (`turn_cached`; `cachedSet`: there
+was one). -/
 structure Progress where
   first : Nat
   firstStart : Nat
   lastStart : Nat
   decodes : Nat
   preempted : Nat
+  cached : Nat
+  cachedSet : Bool
 
 /-- A pool's cached entry (the reference, *Pools*): a session's prefix, in units, and whether it is
 dead (a later admission of the session consumed from it: what is left is evictable, unusable). -/
@@ -814,7 +822,7 @@ def setEngineState : List EngineState → Nat → EngineState → List EngineSta
   | x :: xs, n + 1, v => x :: setEngineState xs n v
 
 def getProgress : List Progress → Nat → Progress
-  | [], _ => ⟨0, 0, 0, 0, 0⟩
+  | [], _ => ⟨0, 0, 0, 0, 0, 0, false⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getProgress xs n
 
@@ -898,7 +906,7 @@ def demandOf (chunk : Nat) : List Resident → Nat
 /-- A decode token, in an iteration from `t0` to `t1` (`Engine.decode_token`): the turn's first if
 it has none. -/
 def Progress.decodeToken (g : Progress) (t0 t1 : Nat) : Progress :=
-  if g.first = 0 then ⟨t1, t0, t0, g.decodes + 1, g.preempted⟩ else { g with lastStart := t0, decodes := g.decodes + 1 }
+  if g.first = 0 then { g with first := t1, firstStart := t0, lastStart := t0, decodes := g.decodes + 1 } else { g with lastStart := t0, decodes := g.decodes + 1 }
 
 /-- A completed prefill's token (`Engine.prefill_token`): the turn's first if it has none, or if no
 decode token came yet and no preemption took the turn (a later prefill of the turn before any decode is

@@ -729,15 +729,16 @@ def lean_engines(kp: KernelProgram) -> str:
     return "[" + ", ".join(engine(*clauses) for clauses in kp.engines) + "]"
 
 
+def render_kernel_template(template: str, **context) -> str:
+    """A template that includes `kernel_values.lean.j2` (a program's value), with the helpers it calls."""
+    return environment().get_template(template).render(
+        block=lean_block, services=lean_services, queue_keys=lean_queue_keys, preempt_keys=lean_preempt_keys,
+        evict_keys=lean_evict_keys, engines=lean_engines, trace_places=trace_places, trace_rows=lean_trace_rows,
+        **context)
+
+
 def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
-    return environment().get_template("kernel_program.lean.j2").render(ns=namespace, p=kp, block=lean_block,
-                                                                       services=lean_services,
-                                                                       queue_keys=lean_queue_keys,
-                                                                       preempt_keys=lean_preempt_keys,
-                                                                       evict_keys=lean_evict_keys,
-                                                                       engines=lean_engines,
-                                                                       trace_places=trace_places,
-                                                                       trace_rows=lean_trace_rows)
+    return render_kernel_template("kernel_program.lean.j2", ns=namespace, p=kp)
 
 
 # ------------------------------------------------------------------ what the interpreter recorded
@@ -745,12 +746,12 @@ def render_kernel_module(kp: KernelProgram, namespace: str) -> str:
 class SessionRecord:
     """One session's `Serq.Kernel.Expected`: answers (serial, turn, start, answered), observations
     (serial, turn, name index, time, value) and, of the answered turns an engine gave a token, the tokens
-    (serial, turn, first token's time, its iteration's start, the last token's iteration's start), each in
-    the order made."""
+    (serial, turn, first token's time, its iteration's start, the last token's iteration's start, the
+    turn's preemptions, the prefix its first admission with a reuse consumed), each in the order made."""
 
     answers: tuple[tuple[int, int, int, int], ...]
     observations: tuple[tuple[int, int, int, int, int], ...]
-    tokens: tuple[tuple[int, int, int, int, int], ...] = ()
+    tokens: tuple[tuple[int, int, int, int, int, int, int], ...] = ()
 
 
 #: An engine iteration's record as `Serq.Kernel.Iteration` has it: the interpreter's IterationRecord fields.
@@ -798,8 +799,8 @@ def recorded_run(program: ir.Program, kp: KernelProgram,
         serial = serial_of[key] if serial_of is not None else key
         if o[6] == "answered":
             answers[serial].append((serial, turn + 1, _nat(o[7]), _nat(o[5])))
-            if o[4] is not None:  # (first_start, last_start, …, first_token): a turn an engine gave a token
-                tokens[serial].append((serial, turn + 1, _nat(o[4]), _nat(o[0]), _nat(o[1])))
+            if o[4] is not None:  # (first_start, last_start, pre, cached, first_token): a turn an engine gave a token
+                tokens[serial].append((serial, turn + 1, _nat(o[4]), _nat(o[0]), _nat(o[1]), o[2], _nat(o[3])))
     name_at = {name: i for i, name in enumerate(kp.observes)}
     for serial, turn, idx, time, value in E.observe_log:
         observations[serial].append((serial, turn, name_at[E.observe_names[idx]], _nat(time), _nat(value)))

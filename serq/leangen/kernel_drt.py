@@ -16,9 +16,8 @@ from pathlib import Path
 
 from serq.ir import models as ir
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
-from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, lean_block, lean_engines,
-                                 lean_evict_keys, lean_preempt_keys, lean_queue_keys, lean_services, lean_trace_rows,
-                                 recorded_run, trace_places)
+from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, recorded_run,
+                                 render_kernel_template, trace_places)
 
 #: The fuel of every case: a bound on the statements one block runs, loop rounds included. The
 #: kernel's cost is the statements actually run, not the fuel; a case that needs more fails (its
@@ -49,14 +48,9 @@ def observe_kernel(case: KernelCase) -> KernelObserved:
 
 
 def render_kernel_batch(items: list[tuple[int, KernelCase, KernelObserved]], title: str) -> str:
-    from serq.leangen.fragment import environment
     cases = [{"ident": case_ident(i), "program": obs.value, "expected": obs.sessions, "fuel": KERNEL_FUEL,
               "records": _stage_records(obs)} for i, _, obs in items]
-    return environment().get_template("kernel_drt.lean.j2").render(title=title, cases=cases, block=lean_block,
-                                                                   services=lean_services, queue_keys=lean_queue_keys,
-                                                                   preempt_keys=lean_preempt_keys, evict_keys=lean_evict_keys,
-                                                                   engines=lean_engines, trace_places=trace_places,
-                                                                   trace_rows=lean_trace_rows)
+    return render_kernel_template("kernel_drt.lean.j2", title=title, cases=cases)
 
 
 def _stage_records(observed: KernelObserved) -> tuple:

@@ -1,13 +1,17 @@
-"""Oracle scenarios -> Lean theorems, through the oracle program's IR and the fragment's templates."""
+"""Oracle scenarios -> Lean theorems: the oracle program instanced per scenario, through the kernel templates."""
 
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from serq.leangen.fragment import FragmentProgram, environment, fragment
+from serq.leangen.fragment import FragmentProgram, fragment
+from serq.leangen.kernel import KernelProgram, kernel_program, render_kernel_template
+from serq.leangen.kernel_drt import KERNEL_FUEL
 from serq.link import link_file
 from serq.oracle import ORACLE_PROGRAM, Scenario, load_scenario, program_inputs, write_trace
 
@@ -27,44 +31,43 @@ def scenario_fragment(scenario: Scenario) -> FragmentProgram:
     return fragment(program, folder)
 
 
-@dataclass
-class _Rendered:
-    ident: str
-    name: str
-    description: str
-    program: FragmentProgram
-    expected: list[tuple[int, int, int, int, int, int]]
-    unfinished: list[tuple[int, int]]  # (session, turn) vLLM did not finish within the scenario's steps
-    fuel: int
-
-
 def _ident(name: str) -> str:
     ident = re.sub(r"[^A-Za-z0-9_]", "_", name)
     return ident if ident[0].isalpha() else "s_" + ident
 
 
-def scenario_fuel(sc: Scenario) -> int:
-    """The model's fuel (scheduler steps) for a scenario. When vLLM finished every request: one step
-    per token scheduled at the least, with room to spare (4 × (the last token's step + 10)). When it
-    did not (`did_not_finish`): the driver's `schedule()` calls, `steps`; the model's idle steps jump
-    to the next submission, so it runs at least as long as vLLM's driver did."""
-    if sc.did_not_finish:
-        if sc.steps is None:
-            raise ValueError(f"{sc.name}: did_not_finish without schedule_calls")
-        return sc.steps
-    return 4 * (max(e.last for e in sc.expected.values()) + 10)
+@dataclass
+class _Rendered:
+    ident: str
+    name: str
+    description: str
+    program: KernelProgram
+    expected: list[tuple[int, int, int, int, int, int]]  # (serial, turn from 1, first, last, preemptions, cached)
+    unfinished: list[tuple[int, int]]  # (serial, turn from 1) vLLM's driver did not finish within `steps`
+    fuel: int
+    steps: int
 
 
-def render_oracle_module(paths: list[Path], title: str) -> str:
-    import json
+def render_kernel_oracle_module(paths: list[Path], title: str) -> str:
+    """The oracle theorems through the kernel interpreter (`Serq.KernelOracle`): each scenario's instance
+    of the oracle program as a `Serq.Kernel.Program` value and what vLLM did. The kernel's sessions are
+    the trace's in arrival order (`KernelTrace.file_order`), its turns count from 1."""
     scenarios = []
     for path in paths:
         sc = load_scenario(path)
+        program, folder = instance_ir(sc)
+        try:
+            kp = kernel_program(program, folder)
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+        serial_of = {file_no: serial for serial, file_no in enumerate(kp.trace.file_order)}
         done = {k: e for k, e in sc.expected.items() if e.first is not None and e.last is not None}
-        expected = [(sid, turn, e.first, e.last, e.preemptions, e.cached or 0)
-                    for (sid, turn), e in sorted(done.items())]
-        unfinished = sorted(k for k in sc.expected if k not in done)
+        expected = sorted((serial_of[sid], turn + 1, e.first, e.last, e.preemptions, e.cached or 0)
+                          for (sid, turn), e in done.items())
+        unfinished = sorted((serial_of[sid], turn + 1) for (sid, turn) in sc.expected if (sid, turn) not in done)
+        if unfinished and sc.steps is None:
+            raise ValueError(f"{sc.name}: did_not_finish without schedule_calls")
         description = json.loads(path.read_text())["scenario"].get("description", "").replace("-/", "- /")
-        scenarios.append(_Rendered(_ident(sc.name), sc.name, description, scenario_fragment(sc), expected,
-                                   unfinished, scenario_fuel(sc)))
-    return environment().get_template("oracle.lean.j2").render(title=title, scenarios=scenarios)
+        scenarios.append(_Rendered(_ident(sc.name), sc.name, description, kp, expected, unfinished,
+                                         KERNEL_FUEL, sc.steps if unfinished else 0))
+    return render_kernel_template("kernel_oracle.lean.j2", title=title, scenarios=scenarios)
