@@ -22,6 +22,7 @@ public import Serq.KernelFacts
 public import Serq.KernelBudget
 public import Serq.KernelTimed
 public import Serq.KernelCodec
+public import Serq.KernelTiling
 
 /-! # serQ in Lean
 
