@@ -23,6 +23,7 @@ public import Serq.KernelBudget
 public import Serq.KernelTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
+public import Serq.KernelTiling
 
 /-! # serQ in Lean
 

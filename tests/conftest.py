@@ -35,6 +35,7 @@ def lean_unavailable_reason() -> str | None:
 
 
 _skipped_lean: list[str] = []
+_LEAN_SKIP = "LEAN UNAVAILABLE, PROOF TEST NOT RUN"
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -45,8 +46,29 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
         return
     if lean_required():
         pytest.fail(f"LEAN UNAVAILABLE IN CI: {reason}", pytrace=False)
-    _skipped_lean.append(item.nodeid)
-    pytest.skip(f"LEAN UNAVAILABLE, PROOF TEST NOT RUN: {reason}")
+    pytest.skip(f"{_LEAN_SKIP}: {reason}")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call):
+    """The DRT lines a test reported go on its report (in the process that ran it)."""
+    from helpers import DRT_PENDING
+
+    report = yield
+    if DRT_PENDING:
+        report.user_properties.extend(("drt", line) for line in DRT_PENDING)
+        DRT_PENDING.clear()
+    return report
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Collect the DRT lines and the skipped Lean tests from every report (in the process that prints
+    the summary: the only one without pytest-xdist, the controller with it)."""
+    from helpers import DRT_SUMMARY
+
+    DRT_SUMMARY.extend(line for key, line in report.user_properties if key == "drt")
+    if report.skipped and _LEAN_SKIP in str(report.longrepr):
+        _skipped_lean.append(report.nodeid)
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001

@@ -12,12 +12,16 @@ from serq.link import link_file
 REPO = Path(__file__).resolve().parent.parent
 
 #: What the differential tests checked, a line each (cases, divergences, seconds), printed in the
-#: run's summary by tests/conftest.py, so that CI's log says how many cases agreed.
+#: run's summary by tests/conftest.py, so that CI's log says how many cases agreed. A test's lines ride
+#: on its report (`user_properties`), which pytest-xdist sends from the worker that ran it to the
+#: process that prints the summary.
 DRT_SUMMARY: list[str] = []
+#: The lines the running test reported, until its report takes them (tests/conftest.py).
+DRT_PENDING: list[str] = []
 
 
 def report_drt(line: str) -> None:
-    DRT_SUMMARY.append(line)
+    DRT_PENDING.append(line)
 
 
 def program(decls: str = "", server: str = "run svc (cost(svc, s));", workload: str | None = None,

@@ -28,7 +28,8 @@ def _run_json(path: Path, *args: str) -> dict:
 
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
-    assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq"}
+    assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
+                                          "rad.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -124,6 +125,40 @@ def test_work_conservation_fails_on_the_phase_separated_variant(tmp_path):
     failed = claims["work_conserving"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 1.0, 1)
     assert claims["starved"]["result"] == "witnessed"
+
+
+@pytest.mark.parametrize("sessions", ["1", "6", "40"])
+def test_rads_tiling_holds_on_the_simulated_path(sessions):
+    # every iteration's prefill tokens are whole tiles (T = 4), with decodes mixed in
+    claims = _run_json(PAPERS / "rad.sq", "--", f"sessions={sessions}")
+    assert claims["tiled"]["result"] == "holds"
+
+
+def test_rads_tiling_fails_without_the_granule(tmp_path):
+    # the deliberately broken variant: no granule. Iteration 0 admits two prefills of one and two tiles
+    # (4 + 4 of the budget 8); at 1 the first decodes (1) and the budget left, 7, is cut by the chunk to
+    # 4 for the second and to the 3 left for the third: 7 prefill tokens, no whole tiles
+    untiled = tmp_path / "rad_untiled.sq"
+    text = (PAPERS / "rad.sq").read_text()
+    assert "    granule T;\n" in text
+    untiled.write_text(text.replace("    granule T;\n", ""))
+    failed = _run_json(untiled)["tiled"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 1.0, 1)
+
+
+def test_rads_tiling_holds_with_a_chunk_that_is_not_the_tile(tmp_path):
+    # the granule alone makes the chunks whole tiles: a chunk of 5 is cut down to 4
+    wide = tmp_path / "rad_wide_chunk.sq"
+    wide.write_text((PAPERS / "rad.sq").read_text().replace("each at most (T)", "each at most (T + 1)"))
+    assert _run_json(wide)["tiled"]["result"] == "holds"
+
+
+def test_rads_claim_is_stated_about_the_kernel_run():
+    module = claims_module(PAPERS / "rad.sq")
+    st = {s.claim: s for s in module.statements}
+    assert st["tiled"].body == ("EveryIterationOfRun program stage fuel (fun r => "
+                                "(((r.prefilled : Int) % (4 : Int)) == (0 : Int)))")
+    assert "engines := [⟨(.num 8), (.num 4), (.num 1), [], none, none, true, (.num 4)⟩]" in module.text()
 
 
 def test_the_phase_separated_engine_is_in_the_fragment():

@@ -484,6 +484,33 @@ def test_kernel_recorded_run_of_a_preemption_observes_computed(tmp_path):
     assert {s: list(r.observations) for s, r in enumerate(sessions)} == SELF_PREEMPT_OBSERVATIONS
 
 
+# ENGINE_SOURCE's engine with a prefill granule of 2 and three request slots (`granule 2;`): a prefill's chunk
+# short of its remainder is cut down to whole granules, and one cut to none is passed over and ends the
+# iteration's admissions. At 0 s0 is admitted, min(5, 3, 4) = 3 cut to 2; s1 the same, 2 of the 2 left; the
+# budget is spent, s2 waits (0-2). At 2 s0's remainder 3 fits whole (3, a last chunk need not be whole
+# granules); s1's min(3, 3, 1) = 1 is cut to none: passed over, so s2 is not admitted although a slot and a
+# token are free (residents 2, demand 6) (2-3). At 3 s0 decodes, s1 takes its 3 (3-5); at 5 s0 and s1
+# decode and s2 is admitted, its 2 of the 2 left whole granules (5-7); at 7 s0's turn is answered, s1
+# decodes, s2 its last 3 (7-9); at 9 s1's turn is answered, then s2's two decodes (9-10, 10-11). Per turn
+# (serial, turn, start, answered), per iteration (start, tokens, prefilled, decoders, residents, demand,
+# served, arrived):
+GRANULE_SOURCE = (ENGINE_SOURCE.replace("reqs cap 2;\n    tokens cap 4;\n", "reqs cap 3;\n    tokens cap 4;\n    granule 2;\n"))
+GRANULE_ANSWERS = {0: [(0, 1, 0, 7)], 1: [(1, 1, 0, 9)], 2: [(2, 1, 0, 11)]}
+GRANULE_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 3), (2, 3, 3, 0, 2, 6, 4, 3), (3, 4, 3, 1, 2, 4, 7, 3),
+                      (5, 4, 2, 2, 3, 5, 11, 3), (7, 4, 3, 1, 2, 4, 15, 3), (9, 1, 0, 1, 1, 1, 19, 3),
+                      (10, 1, 0, 1, 1, 1, 20, 3)]
+
+
+def test_kernel_recorded_run_of_a_granule_is_the_hand_computed_one(tmp_path):
+    from serq.leangen.kernel import kernel_program, lean_engines, recorded_run
+    _, program = _written(tmp_path, "granule", GRANULE_SOURCE)
+    kp = kernel_program(program, tmp_path)
+    assert lean_engines(kp).endswith(", [], none, none, true, (.num 2)⟩]")
+    sessions, records = recorded_run(program, kp)
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == GRANULE_ANSWERS
+    assert records == [tuple(GRANULE_ITERATIONS)]
+
+
 def _engine_program(folder: Path):
     return _written(folder, "one_engine", ENGINE_SOURCE)
 
@@ -525,7 +552,7 @@ def test_kernel_export_of_an_engine(tmp_path):
     f, _ = _engine_program(tmp_path)
     r = CliRunner().invoke(main, ["lean", "export", str(f)])
     assert r.exit_code == 0, r.output
-    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none, true⟩]",
+    for term in ("stages := [(.step 0)]", "engines := [⟨(.num 4), (.num 3), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 4)), [], none, none, true, (.num 0)⟩]",
                  "admitVia := [1]", ".step 0 false 0 (.num 5)", ".step 0 true 0 (.num 2)"):
         assert term in r.output, term
 
@@ -540,7 +567,7 @@ def test_kernel_export_of_a_serve_order(tmp_path, order, keys):
     _, program = _written(tmp_path, "p", ENGINE_SOURCE.replace("advance running each at most (3);",
                                                                 f"advance running {order} each at most (3);"))
     kp = kernel_program(program, tmp_path)
-    assert lean_engines(kp).endswith(f", {keys}, none, none, true⟩]")
+    assert lean_engines(kp).endswith(f", {keys}, none, none, true, (.num 0)⟩]")
 
 
 def test_kernel_export_of_only():
@@ -549,7 +576,7 @@ def test_kernel_export_of_only():
     folder = Path(tempfile.mkdtemp())
     _, program = _written(folder, "phases", PHASES_SOURCE)
     in_phase = "(.cond (.bin .gt (.stageVar 2) (.num 0)) (.stageVar 5) (.not (.stageVar 5)))"
-    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase}), true⟩]")
+    assert lean_engines(kernel_program(program, folder)).endswith(f", [], (some {in_phase}), (some {in_phase}), true, (.num 0)⟩]")
 
 
 @pytest.mark.parametrize("schedule, what", [
@@ -1025,6 +1052,28 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     assert r.ok, [d.message for d in r.diagnostics]
 
 
+@pytest.mark.lean
+def test_the_granule_program_runs_in_lean_as_computed_by_hand(tmp_path: Path):
+    """GRANULE_SOURCE's run in the Lean interpreter (its own file: one Lean start-up): its answers and its
+    engine's iterations, the passed-over prefill's included, are the hand-computed ones."""
+    from serq.leangen.build import compile_file
+    from serq.leangen.kernel import kernel_program, render_kernel_module
+    _, granule = _written(tmp_path, "granule", GRANULE_SOURCE)
+    ns = "Serq.Programs.Granule"
+    text = render_kernel_module(kernel_program(granule, tmp_path), ns)
+    theorems = "".join(
+        f"theorem session_{s} : (getThread (runProgram program 1000).threads {s}).answers = "
+        f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
+        for s, turns in GRANULE_ANSWERS.items())
+    theorems += ("theorem iterations : (getEngineState (runProgram program 1000).engines 0).records = "
+                 f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(GRANULE_ITERATIONS))}] := by\n"
+                 "  decide +kernel\n\n")
+    f = tmp_path / "Granule.lean"
+    f.write_text(text.replace(f"end {ns}", theorems + f"end {ns}"))
+    r = compile_file(f)
+    assert r.ok, [d.message for d in r.diagnostics]
+
+
 # what `serq lean export` says of each example: the fragment it is in, or the first construct outside
 EXPORTED = {
     "multi-turn/scripted_agent.sq": "Serq.Kernel", "multi-turn/shared_sandbox.sq": "Serq.Kernel",
@@ -1041,6 +1090,7 @@ EXPORTED = {
     "scheduling/sjf.sq": "not expressible as vLLM settings",
     "papers/li_dai_peng.sq": "Serq.Kernel", "papers/sarathi.sq": "`poisson` arrivals",
     "papers/fastertransformer.sq": "Serq.Kernel", "oracle/vllm_request_phased.sq": "Serq.Exec",
+    "papers/rad.sq": "Serq.Kernel",
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",

@@ -7,6 +7,7 @@ public import Papers.Claims.Sarathi
 public import Papers.Claims.LiDaiPeng
 public import Papers.Claims.SmithSpt
 public import Papers.Claims.Fastertransformer
+public import Papers.Claims.Rad
 public import Serq.OneAtATime
 
 /-! # The proofs of the paper programs' claims
@@ -149,5 +150,15 @@ theorem smith_spt_bound : Papers.Claims.SmithSpt.spt_bound_ae7c1114ddbc := by
   simp only [decide_eq_true_eq]
   rw [smith_steps_eq, smith_response_eq ss h0]
   omega
+
+/-! ## RAD's optimal tiling (`rad.sq`), Bari et al. 2025 §4.2 -/
+
+/-- Every iteration's prefill tokens fill whole tiles, on the run of the program's own workload (six
+sessions prompting 1, 2 and 3 tiles of 4 tokens, a budget of two tiles, chunk and granule the tile):
+the kernel interpreter runs it to its end and checks each record. For every program, the granule's
+part is `Serq.Kernel.tokensFor_tiled` (a prefill whose remainder is whole granules takes whole
+granules); the invariant over every run is not yet proved (docs/lean.md, issue 14 result 4). -/
+theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 :=
+  Serq.Kernel.EveryIterationOfRun.of_eval _ _ _ _ (by decide +kernel)
 
 end Papers

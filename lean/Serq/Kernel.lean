@@ -352,10 +352,12 @@ def threadsOf : List Resident → List Nat
 /-- `advance running [only (p)]` of engine `s` over its residents' threads in the order they are served
 (`StepStage.serve`, `_serve_in_order` without a predicate): while budget is left, each resident still
 running (a preemption takes victims out) that the predicate lets (read as the running requests stand)
-takes one token if it decodes, else its remainder up to the chunk and the budget, once its growing hold
-has grown to cover them (`Machine.serveOne`: a growth that does not fit under `preempt none` passes it
-over; one that preempts the grower itself ends the serving); each the predicate does not let is passed
-over and keeps what it has. -/
+takes one token if it decodes, else its remainder up to the chunk and the budget (with a granule, short
+of its remainder, a multiple of it: `tokensFor`), once its growing hold has grown to cover them
+(`Machine.serveOne`: a growth that does not fit under `preempt none` passes it over; one that preempts
+the grower itself ends the serving); each the predicate does not let is passed over and keeps what it
+has, and so is a prefill the granule cuts to none, which ends the iteration's admissions (`Batch.passed`,
+`Resident.passedOver`). -/
 def serveIn (p : Program) (s chunk : Nat) (only : Option Expr) : List Nat → Machine → Batch → Machine × Batch
   | [], m, b => (m, b)
   | t :: ts, m, b =>
@@ -364,7 +366,8 @@ def serveIn (p : Program) (s chunk : Nat) (only : Option Expr) : List Nat → Ma
     | none => serveIn p s chunk only ts m b
     | some r =>
       if r.sched != 0 || !lets p m (runningOf p m s) r only then serveIn p s chunk only ts m b else
-      let g := m.serveOne p s b r (tokensFor chunk b.budget r)
+      if r.passedOver (tokensFor chunk b.gran b.budget r) then serveIn p s chunk only ts m { b with passed := true } else
+      let g := m.serveOne p s b r (tokensFor chunk b.gran b.budget r)
       if g.2.2 = 2 then (g.1, g.2.1) else serveIn p s chunk only ts g.1 g.2.1
 
 /-- `advance running [only (p)] [by (keys)]`: the residents served in the serve order (no keys:
@@ -379,7 +382,7 @@ def serveOrdered (p : Program) (s : Nat) (m : Machine) (running : List Nat) (chu
 /-- The hold at `j` of pool `i`'s queue admitted by engine `s` (`admit_one`): its thread runs at once
 until it blocks, and the run it started on the engine, if any, is served at once if `only (q)` lets it
 (read for it as the running requests stand: it among them), its hold grown to cover its tokens
-(`Machine.serveOne`, which may preempt). -/
+(`Machine.serveOne`, which may preempt), unless the granule passes it over (`Batch.passed`). -/
 def admitOne (p : Program) (f s chunk i j : Nat) (only : Option Expr) (m : Machine) (b : Batch) : Machine × Batch :=
   let w := getWaiter (getPool m.pools i).queue j
   let m1 := m.admitWaiter p (admissionStage chunk b.budget) i j
@@ -387,12 +390,14 @@ def admitOne (p : Program) (f s chunk i j : Nat) (only : Option Expr) (m : Machi
   match residentOf w.thread (getEngineState m2.engines s).residents with
   | some r =>
     if lets p m2 (runningOf p m2 s) r only then
-      let g := m2.serveOne p s b r (tokensFor chunk b.budget r)
+      if r.passedOver (tokensFor chunk b.gran b.budget r) then (m2, { b with passed := true }) else
+      let g := m2.serveOne p s b r (tokensFor chunk b.gran b.budget r)
       (g.1, g.2.1)
     else (m2, b)
   | none => (m2, b)
 
-/-- `admit waiting` of engine `s` (`StepStage.admit`): while budget is left (and, `gated`, no
+/-- `admit waiting` of engine `s` (`StepStage.admit`): while budget is left, no prefill was passed over
+by the granule (`Batch.passed`, the interpreter's `stop_admit`) (and, `gated`, no
 preemption happened in the iteration: `while (running.preempted == 0)` read before each), the head of
 the first queue it admits with a hold waiting (`select`) is admitted if it fits (else the admissions
 end), its thread runs at once until it blocks (`exec`), and the run it started on the engine, if any,
@@ -400,7 +405,7 @@ is served at once. -/
 def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Bool) : Nat → Machine → Batch → Machine × Batch
   | 0, m, b => ({ m with outOfFuel := true }, b)
   | f + 1, m, b =>
-    if b.budget = 0 || (gated && b.preempted != 0) then (m, b) else
+    if b.budget = 0 || b.passed || (gated && b.preempted != 0) then (m, b) else
     match firstQueue s 0 p.admitVia m.pools with
     | none => (m, b)
     | some i =>
@@ -415,7 +420,7 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Boo
 
 /-- Engine `s` (of clauses `eng`) plans an iteration (`StepStage.start`, vLLM's schedule
 `advance running [only (p)] [by (keys)]; admit waiting [only (q)] while (running.preempted == 0);`):
-the budget and the chunk read once, the residents p lets served in the serve order, then the waiting
+the budget, the chunk and the granule read once, the residents p lets served in the serve order, then the waiting
 admitted with the budget left, each served at once if q lets it, while none preempted (`admitGated`:
 the gate is read before every admission, so one whose growth preempts ends them). An iteration that schedules no token and preempted
 none is none (the engine waits for the next event); else it lasts `execute` over the batch (0 for
@@ -426,7 +431,8 @@ def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Mach
   let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
-  let served := serveOrdered p s m running chunk eng.serveOnly ⟨budget, 0, 0, 0, 0⟩ eng.order es.residents
+  let gran := eval (engineView p m running) [] m.now 0 eng.granule
+  let served := serveOrdered p s m running chunk eng.serveOnly ⟨budget, 0, 0, 0, 0, gran, false⟩ eng.order es.residents
   let planned := admitWaiting p s chunk eng.admitOnly eng.admitGated f served.1 served.2
   let m' := planned.1
   let b := planned.2

@@ -184,11 +184,15 @@ theorem Batch.unserve_le (b : Batch) (r : Resident) (n : Nat) : (b.unserve r n).
   ⟨rfl, Nat.sub_le _ _⟩
 
 /-- A resident is given at most the budget left, when some is left. -/
-theorem tokensFor_le (chunk budget : Nat) (r : Resident) (h : budget ≠ 0) : tokensFor chunk budget r ≤ budget := by
+theorem tokensFor_le (chunk gran budget : Nat) (r : Resident) (h : budget ≠ 0) :
+    tokensFor chunk gran budget r ≤ budget := by
+  have hc : chunkFor chunk budget r ≤ budget := Nat.min_le_right _ _
   unfold tokensFor
   split
   · omega
-  · exact Nat.min_le_right _ _
+  · split
+    · exact Nat.le_trans (Nat.div_mul_le_self _ _) hc
+    · exact hc
 
 theorem Machine.preempt_le (p : Program) (s i t : Nat) (m : Machine) (b : Batch) :
     (m.preempt p s i t b).2.le b := by
@@ -222,8 +226,8 @@ theorem serveIn_ok (p : Program) (s chunk : Nat) (q : Option Expr) (ts : List Na
   all_goals first
     | exact hb
     | (rename_i ih; exact ih hb)
-    | exact Machine.serveOne_ok _ _ _ _ _ _ _ hb (tokensFor_le _ _ _ (by assumption))
-    | (rename_i ih; exact ih (Machine.serveOne_ok _ _ _ _ _ _ _ hb (tokensFor_le _ _ _ (by assumption))))
+    | exact Machine.serveOne_ok _ _ _ _ _ _ _ hb (tokensFor_le _ _ _ _ (by assumption))
+    | (rename_i ih; exact ih (Machine.serveOne_ok _ _ _ _ _ _ _ hb (tokensFor_le _ _ _ _ (by assumption))))
 
 theorem serveOrdered_ok (p : Program) (s : Nat) (m : Machine) (running : List Nat) (chunk : Nat) (q : Option Expr)
     (b : Batch) (keys : List Expr) (rs : List Resident) (c : Nat) (hb : b.ok c) :
@@ -236,7 +240,7 @@ theorem admitOne_ok (p : Program) (f s chunk i j : Nat) (q : Option Expr) (m : M
   repeat' split
   all_goals first
     | exact hb
-    | exact Machine.serveOne_ok _ _ _ _ _ _ _ hb (tokensFor_le _ _ _ h0)
+    | exact Machine.serveOne_ok _ _ _ _ _ _ _ hb (tokensFor_le _ _ _ _ h0)
 
 theorem admitWaiting_ok (p : Program) (s chunk : Nat) (q : Option Expr) (g : Bool) (f : Nat) (m : Machine) (b : Batch)
     (c : Nat) : b.ok c → (admitWaiting p s chunk q g f m b).2.ok c := by

@@ -23,7 +23,7 @@ them), in prefix form:
   then the places of the attributes `cached` and `computed`, the engines as their count then each one's `budget chunk
   cost` expressions, its serve keys (`advance running by`) as their count then each, and its `only`
   predicates on `advance running` and `admit waiting` (each `0` none or `1 e`) and its admissions' gate
-  (`Engine.admitGated`: `1` true, `0` false), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
+  (`Engine.admitGated`: `1` true, `0` false) then its `granule` expression (`.num 0`: none), the pools' admitting engines as their count then each (0: none, `s + 1`: stage
   s), the pools' preemption modes (`Program.preemptModes`) as their count then each, their `preempt
   by` keys as their count then, per pool, its keys as a list of expressions, and their `evict by` keys
   the same way (empty: `evict lru`); then a trace's arrival times as their count then each (none without
@@ -292,7 +292,7 @@ def readKeyLists : Nat → Nat → List Nat → Option (List (List Expr) × List
 
 /-- `count` engines, each as its `budget chunk cost` expressions, its serve keys (their count, then
 each), its `only` predicates on `advance running` and `admit waiting` (each `0` none or `1 e`) and its
-admissions' gate. -/
+admissions' gate, then its granule. -/
 def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
   | 0, _, _ => none
   | _ + 1, 0, r => some ([], r)
@@ -309,8 +309,11 @@ def readEngines : Nat → Nat → List Nat → Option (List Engine × List Nat)
             | some (serveOnly, r) =>
               match readOptExpr f r with
               | some (admitOnly, gate :: r) =>
-                match readEngines f count r with
-                | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly, gate == 1⟩ :: es, r)
+                match readExpr f r with
+                | some (g, r) =>
+                  match readEngines f count r with
+                  | some (es, r) => some (⟨b, c, x, keys, serveOnly, admitOnly, gate == 1, g⟩ :: es, r)
+                  | none => none
                 | none => none
               | _ => none
             | none => none

@@ -168,6 +168,10 @@ structure Engine where
   -- default schedule (no IR body, which does not write the gate out) and a body that writes it; false
   -- for a body without it, which admits after a preemption too
   admitGated : Bool
+  -- `granule g`, read as the iteration starts: a prefill's chunk short of its remainder is cut down to
+  -- a multiple of g, and one cut to none is passed over and ends the iteration's admissions (0, and a
+  -- program without a granule: none)
+  granule : Expr
 
 /-- A program of the fragment: its attribute table's size and the places of the built-in
 attributes `serial` and `turn_no` in it, the workload's blocks, the server, its sessions (of
@@ -807,7 +811,7 @@ def Machine.addJob (p : Program) (m : Machine) (stage thread w : Nat) : Machine 
 /-! ### Step engines: what an iteration reads and writes -/
 
 def getEngine : List Engine → Nat → Engine
-  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none, true⟩
+  | [], _ => ⟨.num 0, .num 0, .num 1, [], none, none, true, .num 0⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getEngine xs n
 
@@ -879,23 +883,38 @@ structure Batch where
   prefilled : Nat
   decoders : Nat
   preempted : Nat
+  gran : Nat       -- the granule it read at its start (0: none)
+  passed : Bool    -- the granule passed a prefill over: the iteration admits no one after it (`stop_admit`)
 
 /-- The budget left: the cap less the tokens scheduled. -/
 def Batch.budget (b : Batch) : Nat := b.cap - b.tokens
 
+/-- A prefill's chunk before the granule: its remainder up to the chunk (`chunk`, 0: no cap) and the
+budget. -/
+def chunkFor (chunk budget : Nat) (r : Resident) : Nat :=
+  Nat.min (if chunk = 0 then r.rem else Nat.min r.rem chunk) budget
+
 /-- The tokens the iteration gives a resident, the budget left being `budget > 0`: one to a decode,
-to a prefill its remainder up to the chunk (`chunk`, 0: no cap) and the budget (`serve_one`). -/
-def tokensFor (chunk budget : Nat) (r : Resident) : Nat :=
-  if r.decode then 1 else Nat.min (if chunk = 0 then r.rem else Nat.min r.rem chunk) budget
+to a prefill its remainder up to the chunk (`chunk`, 0: no cap) and the budget, and with a granule
+`gran ≠ 0`, when that is short of its remainder, that cut down to a multiple of `gran` (`serve_one`). -/
+def tokensFor (chunk gran budget : Nat) (r : Resident) : Nat :=
+  if r.decode then 1 else
+  if gran ≠ 0 ∧ chunkFor chunk budget r < r.rem then chunkFor chunk budget r / gran * gran
+  else chunkFor chunk budget r
+
+/-- A prefill with tokens left that the granule cut to none (`n` its `tokensFor`) is passed over, and
+the iteration admits no one after it (`serve_one`'s `stop_admit`). -/
+def Resident.passedOver (r : Resident) (n : Nat) : Bool :=
+  !r.decode && r.rem != 0 && n == 0
 
 def Batch.serve (b : Batch) (r : Resident) (n : Nat) : Batch :=
   ⟨b.cap, b.tokens + n, if r.decode then b.prefilled else b.prefilled + n,
-   if r.decode then b.decoders + 1 else b.decoders, b.preempted⟩
+   if r.decode then b.decoders + 1 else b.decoders, b.preempted, b.gran, b.passed⟩
 
 /-- A preempted resident's `n` tokens back to the budget (`StepStage.unserve`). -/
 def Batch.unserve (b : Batch) (r : Resident) (n : Nat) : Batch :=
   ⟨b.cap, b.tokens - n, if r.decode then b.prefilled else b.prefilled - n,
-   if r.decode then b.decoders - 1 else b.decoders, b.preempted⟩
+   if r.decode then b.decoders - 1 else b.decoders, b.preempted, b.gran, b.passed⟩
 
 /-- The tokens the residents could take with an unlimited budget: one a decode, a prefill its
 remainder up to the chunk (`demand`). -/

@@ -27,6 +27,7 @@ from typing import Callable
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import FragmentEngine, environment, fragment_engine, outside, trailing_observes
+from serq.leangen.kernel import KernelProgram, kernel_program, render_kernel_template
 from serq.link import link_file
 from serq.link.fold import fold
 
@@ -140,6 +141,12 @@ class _Translate:
             if e.op in ("lt", "le", "gt", "ge"):
                 sym = {"lt": "<", "le": "≤", "gt": ">", "ge": "≥"}[e.op]
                 return (f"(decide ({self.int_(e.lhs, at)} {sym} {self.int_(e.rhs, at)}))", "bool")
+            if e.op == "mod":
+                # by a positive whole constant: ℤ's `%` (`Int.emod`) is then the interpreter's (Python's) `%`
+                d = fold(e.rhs)
+                if d is None or not _whole(d) or d <= 0:
+                    raise self.outside("`%` by what is not a positive whole constant", e, at)
+                return (f"({self.int_(e.lhs, at)} % ({int(d)} : Int))", "int")
             raise self.outside(f"`{e.op}`: over whole numbers it is not the interpreter's real division", e, at)
         if isinstance(e, ir.Cond):
             return (f"(if {self.bool_(e.test, at)} then {self.int_(e.then, at)} else {self.int_(e.otherwise, at)})",
@@ -234,11 +241,13 @@ def _module_name(path: Path) -> str:
     return "".join(w.capitalize() for w in re.split(r"[^A-Za-z0-9]+", path.stem) if w)
 
 
-def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsModule:
+def claims_module(path: Path, inputs: dict[str, str] | None = None) -> "ClaimsModule | KernelClaimsModule":
     """The generated Lean module of a program's claims; SerqError when it is outside the fragment."""
     path = Path(path)
     program = link_file(path, inputs or {})
     base = path.parent
+    if any(isinstance(s.service, ir.Step) and s.service.granule is not None for s in program.stages):
+        return kernel_claims_module(path, program)  # the engine model has no granule: the kernel's run
     engine = fragment_engine(program, base)
     session_test, family_doc, reads_index = _session_test(program, base)
     name = _module_name(path)
@@ -272,6 +281,77 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> ClaimsMod
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
     return ClaimsModule(path, f"Papers.Claims.{name}", ir_digest, engine, session_test,
                         "k" if reads_index else "_k", family_doc, statements, observations.used())
+
+
+#: The fields of the kernel's iteration record (`Serq.Kernel.Iteration`) a claim reads.
+KERNEL_RECORD_FIELDS = {
+    "now": "start", "tokens": "tokens", "prefilled": "prefilled", "decoders": "decoders",
+    "residents": "residents", "demand": "demand", "served": "served", "arrived": "arrived",
+}
+_KERNEL_FORMS = {"every_iteration": "EveryIterationOfRun", "some_iteration": "SomeIterationOfRun"}
+#: The fuel of a kernel claim's run: enough for the paper programs' workloads (the statement says the run
+#: ended on its own, so too little fuel makes it false, not vacuous).
+CLAIM_RUN_FUEL = 1000
+
+
+@dataclass(frozen=True)
+class KernelClaimsModule:
+    """The claims of a program of the kernel fragment the engine model does not take (an engine with a
+    granule), each stated about the program's own run (`Serq.Kernel.EveryIterationOfRun`): its bundled
+    workload, to its end."""
+
+    program: Path
+    namespace: str
+    ir_digest: str
+    kp: KernelProgram
+    stage: int          # the claims' engine's stage index
+    stage_name: str
+    fuel: int
+    statements: list[Statement]
+
+    def text(self) -> str:
+        return render_kernel_template("kernel_claims.lean.j2", m=self, p=self.kp)
+
+    def program_text(self) -> str:
+        """The program's Lean value (what a statement's digest covers)."""
+        text = self.text()
+        return text[text.index("def program"):text.index("/-- The claims' engine")]
+
+
+def kernel_claims_module(path: Path, program: ir.Program) -> KernelClaimsModule:
+    """A program of the kernel fragment whose claims the engine model cannot state: every (some) iteration
+    of the run of its bundled workload, to its end."""
+    base = path.parent
+    kp = kernel_program(program, base)
+    names = [s.name for s in program.stages]
+    record_names = {var: f"r.{field}" for var, field in KERNEL_RECORD_FIELDS.items()}
+    pending = []
+    for claim in program.claims:
+        what = f"claim `{claim.name}`"
+        if claim.form not in _KERNEL_FORMS:
+            raise outside(f"{what}: a claim at end of a program the engine model does not take (the kernel "
+                           "states claims over iterations)", claim.at, base)
+        if claim.given is not None:
+            raise outside(f"{what}: `given` on a claim about the program's own run", claim.at, base)
+        if claim.stage is None or claim.stage.index is not None or claim.stage.stage not in names \
+                or not isinstance(program.stages[names.index(claim.stage.stage)].service, ir.Step):
+            raise outside(f"{what} is about a stage the model does not have", claim.at, base)
+        pred = _Translate(base, record_names, what).bool_(claim.value, claim.at)
+        pending.append((claim, names.index(claim.stage.stage), pred))
+    stages = {s for _, s, _ in pending}
+    if len(stages) > 1:
+        raise outside("claims about several engines", pending[1][0].at, base)
+    stage = stages.pop() if stages else 0
+    ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
+    module = KernelClaimsModule(path, f"Papers.Claims.{_module_name(path)}", ir_digest, kp, stage, names[stage],
+                                CLAIM_RUN_FUEL, [])
+    value = module.program_text()
+    for claim, _, pred in pending:
+        body = f"{_KERNEL_FORMS[claim.form]} program stage fuel (fun r => {pred})"
+        digest = hashlib.sha256(f"{value}|{stage}|{CLAIM_RUN_FUEL}|{body}".encode()).hexdigest()[:12]
+        module.statements.append(Statement(claim.name, claim.form, _claim_source(path, claim),
+                                           f"{claim.name}_{digest}", digest, body, claim.at))
+    return module
 
 
 class _Observations:

@@ -83,6 +83,7 @@ EVICT_READS = ("in an `evict by` key: the interpreter reads the keys in the midd
                "with the pools half changed")
 _CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
+                "granule": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 SERVE_ORDER: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
                 ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
@@ -129,7 +130,8 @@ class KernelProgram:
     gap: int = 0  # `arrive renewal(gap)`: session k arrives at (k + 1) * gap; 0: `arrive batch(N)`, all at 0
     # per engine: (tokens cap, each at most, execute, the serve order's keys: none for admission order,
     # `only` on `advance running`, on `admit waiting`: None for none, and whether `admit waiting` reads
-    # `while (running.preempted == 0)` before every admission: `Serq.Kernel.Engine.admitGated`)
+    # `while (running.preempted == 0)` before every admission: `Serq.Kernel.Engine.admitGated`, and the
+    # `granule`: `num 0` for none, `Serq.Kernel.Engine.granule`)
     engines: list[tuple] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
@@ -326,8 +328,7 @@ class _Lowering:
         """A step engine under vLLM's default schedule (`advance running [by (keys)]; admit waiting
         while (running.preempted == 0);`: no iteration body), its clauses and serve keys lowered."""
         where = stage.at, self.base
-        for present, what in ((svc.granule is not None, "a prefill granule"),
-                              (svc.serve.kind == "exclusive_prefill", "`exclusive prefill`"),
+        for present, what in ((svc.serve.kind == "exclusive_prefill", "`exclusive prefill`"),
                               (svc.iteration is not None and not _is_vllm_with_only(svc.iteration),
                                "a schedule other than vLLM's with `only` (a branch, a set, another order or gate)"),
                               (bool(svc.registers), "registers")):
@@ -358,6 +359,12 @@ class _Lowering:
                 clauses.append(None if only is None else self.expr(only, stage.at))
         # vLLM's default schedule (no IR body) has the gate without writing it out
         clauses.append(svc.iteration is None or svc.iteration[1].gate is not None)
+        # `granule g`, read as the iteration starts as `each at most` is (none, and `inf`: 0, no granule)
+        if svc.granule is None or isinstance(svc.granule, ir.Inf):
+            clauses.append(LExpr("num", (0,)))
+        else:
+            with self.lowering(engine_clause="granule", pool_state_refused="in an engine's `granule`"):
+                clauses.append(self.expr(svc.granule, stage.at))
         self.engines.append(tuple(clauses))
         return ("step", len(self.engines) - 1)
 
@@ -722,10 +729,11 @@ def lean_trace_rows(kp: KernelProgram) -> str:
 
 def lean_engines(kp: KernelProgram) -> str:
     """The program's engines' clauses as a Lean `List Engine`."""
-    def engine(budget, chunk, cost, order, serve_only, admit_only, gated) -> str:
+    def engine(budget, chunk, cost, order, serve_only, admit_only, gated, granule) -> str:
         keys = "[" + ", ".join(lean_expr(k) for k in order) + "]"
         return (f"⟨{lean_expr(budget)}, {lean_expr(chunk)}, {lean_expr(cost)}, {keys}, "
-                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}, {'true' if gated else 'false'}⟩")
+                f"{_lean_option(serve_only)}, {_lean_option(admit_only)}, {'true' if gated else 'false'}, "
+                f"{lean_expr(granule)}⟩")
     return "[" + ", ".join(engine(*clauses) for clauses in kp.engines) + "]"
 
 

@@ -157,7 +157,7 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.append(p.cached_at)
     out.append(p.computed_at)
     out.append(len(p.engines))
-    for budget, chunk, cost, order, serve_only, admit_only, gated in p.engines:
+    for budget, chunk, cost, order, serve_only, admit_only, gated, granule in p.engines:
         for c in (budget, chunk, cost):
             _expr_tokens(c, out)
         out.append(len(order))
@@ -170,6 +170,7 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
                 out.append(1)
                 _expr_tokens(only, out)
         out.append(1 if gated else 0)
+        _expr_tokens(granule, out)
     out.append(len(p.admit_via))
     out.extend(p.admit_via)
     out.append(len(p.preempt_modes))

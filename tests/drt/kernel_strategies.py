@@ -224,6 +224,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _kv_memory(program, rng)
     _evictions(program, rng)
     _leases(program, rng)
+    _granule(program, rng)
     return KernelCase(program)
 
 
@@ -596,6 +597,19 @@ def _prefix_cache(hold: ir.HoldStmt, rng: random.Random, observed: bool = False)
         hold.reuse = _clause(hold, ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(0, 3))), _num(CACHE)]))
     if observed or rng.randrange(2):
         hold.body.insert(0, ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name="cached")))
+
+
+def _granule(program: ir.Program, rng: random.Random) -> None:
+    """Drawn last (the rest stays what the seed gave before): an engine in two has a prefill granule
+    (`granule g`): 1, 2 or 3, or `1 + running.count % 2`, read as each iteration starts. A prefill's chunk
+    short of its remainder is then a multiple of g, and one cut to none is passed over and ends the
+    iteration's admissions."""
+    engines = [stage.service for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not engines or rng.randrange(2):
+        return
+    for engine in engines:
+        engine.granule = rng.choice([_num(1), _num(2), _num(2), _num(3),
+                                     _bin("add", _num(1), _bin("mod", ir.Ctx(var="residents"), _num(2)))])
 
 
 def kernel_cases():

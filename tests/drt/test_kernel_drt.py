@@ -315,6 +315,21 @@ def _evicts_in_release_order():
 
 
 @contextmanager
+def _granule_admits_after():
+    """A planted bug in the interpreter: a prefill the granule passes over (its chunk, short of its
+    remainder, cut to no whole granule) does not end the iteration's admissions."""
+    serve_one = StepStage.serve_one
+
+    def patched(self, J):
+        before = self.stop_admit
+        serve_one(self, J)
+        self.stop_admit = before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "serve_one", patched)
+        yield
+
+
+@contextmanager
 def _lease_never_expires():
     """A planted bug in the interpreter: a lease's time is ignored, so it lasts until a `release` or the
     session's end, as `lease m (inf)` does (a program without a finite lease is left as it is)."""
@@ -352,7 +367,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "serve_ties_to_the_last": _by_patching(_serve_ties_to_the_last),
            "requeue_at_the_tail": _by_patching(_requeue_at_the_tail),
            "evicts_in_release_order": _by_patching(_evicts_in_release_order),
-           "lease_never_expires": _by_patching(_lease_never_expires)}
+           "lease_never_expires": _by_patching(_lease_never_expires),
+           "granule_admits_after": _by_patching(_granule_admits_after)}
 PLANTED_SEARCH = 2000  # seeds tried for a planted bug's cases
 
 

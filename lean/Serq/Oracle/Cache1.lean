@@ -60,7 +60,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -127,7 +127,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -193,7 +193,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -257,7 +257,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -328,7 +328,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]

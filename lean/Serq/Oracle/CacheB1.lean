@@ -60,7 +60,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -128,7 +128,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -202,7 +202,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 256), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 125) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 256), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 125) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -266,7 +266,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 65) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 65) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -330,7 +330,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -408,7 +408,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -480,7 +480,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -544,7 +544,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 10) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 10) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -615,7 +615,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 83) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 83) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -683,7 +683,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 12) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 12) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]

@@ -60,7 +60,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 70) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 70) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -129,7 +129,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -195,7 +195,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 85) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 85) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -264,7 +264,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -341,7 +341,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 36) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 36) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -422,7 +422,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -486,7 +486,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 34) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 34) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -555,7 +555,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -620,7 +620,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -694,7 +694,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 74) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 74) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]

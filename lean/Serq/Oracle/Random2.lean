@@ -60,7 +60,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 5) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 5) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -121,7 +121,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -188,7 +188,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -250,7 +250,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -315,7 +315,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -375,7 +375,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -441,7 +441,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 43) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 43) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -501,7 +501,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -563,7 +563,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 99) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 64), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 99) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -626,7 +626,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 13) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 13) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]

@@ -60,7 +60,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 74) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 74) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -127,7 +127,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 46) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 46) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -188,7 +188,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -255,7 +255,7 @@ def program : Serq.Kernel.Program where
   blocks := [4, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 65) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 65) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -315,7 +315,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -377,7 +377,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 128) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 128) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -443,7 +443,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 118) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 118) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -509,7 +509,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 125) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 125) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -574,7 +574,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -635,7 +635,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 4) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 4) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]

@@ -60,7 +60,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 25) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 25) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -120,7 +120,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 256), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -185,7 +185,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 87) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 128), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 87) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -252,7 +252,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -319,7 +319,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 102) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 512), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 102) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -381,7 +381,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 27) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 27) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -444,7 +444,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -504,7 +504,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 16), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 26) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 16), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 26) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -566,7 +566,7 @@ def program : Serq.Kernel.Program where
   blocks := [16, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 8), (.num 0), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 8), (.num 0), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
@@ -629,7 +629,7 @@ def program : Serq.Kernel.Program where
   blocks := [8, 0]
   cachedAt := 1
   computedAt := 2
-  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 124) (.num 0)), (.num 1), [], none, none, true⟩]
+  engines := [⟨(.num 32), (.cond (.bin .gt (.bin .add (.stageVar 3) (.stageVar 4)) (.num 1)) (.num 124) (.num 0)), (.num 1), [], none, none, true, (.num 0)⟩]
   admitVia := [0, 1]
   preemptModes := [1, 0]
   preemptKeys := [[], []]
