@@ -157,6 +157,8 @@ def build(E) -> None:
     if trace is not None:
         from serq.sim.trace import TraceReplay
         E.trace = TraceReplay.load(trace, E.base_dir, E.streams.trace)
+    E.plain_sessions = pc.plain_sessions = trace is None and plain_sessions(program)
+    E.serial_read = "serial" in pc.attrs_read or trace is not None  # (else arrivals leave A["serial"] 0)
     session_fn = pc.session_function(wl.session, trace=trace is not None)
     init_fn = pc.init_function(wl.init) if wl.init else None
     # -- gauges and claims
@@ -287,31 +289,40 @@ def _start(E) -> None:
             new = object.__new__
             from serq.limits import LIVE_LIMIT as live_limit
 
+            plain = E.plain_sessions
+            serial_read = E.serial_read
+
             def poisson(_arg, _seq):
                 serial = E.n_arrived
                 E.n_arrived = serial + 1
                 now = E.now
-                E.live += 1
-                if E.live > live_limit:
+                live = E.live = E.live + 1
+                if live > live_limit:
                     E.arrive_over_limit()
                 E.t_live_sum += now
                 A = template.copy()
-                A["serial"] = serial + 0.0
+                if serial_read:
+                    A["serial"] = serial + 0.0
                 T = new(MainThread)
-                T.sess = T
+                if not plain:  # (Engine.arrive says why a plain session's is not set)
+                    T.sess = T
                 T.A = A
                 T.serial = serial
                 T.t_arrive = now
+                T.turns = 0  # (Engine.arrive says why)
                 T.gen = session_fn(E, T, A)
                 T.throw = None
-                T.state = READY
                 T.ready_t = now
                 T.ready_n = 1
-                ready.append(T)
+                if ready:
+                    T.state = READY
+                    ready.append(T)
+                    T = None  # (queued: the event loop finds it there)
                 if serial + 1 >= limit:
                     E.arrivals_open = False
-                    return
+                    return T
                 heappush(heap, (now - mean * log(1.0 - rnd()), next(seq), poisson, None))
+                return T  # (none ready: the event loop runs it at once, Engine.run)
         E.schedule(0.0, poisson)
     elif kind == "renewal":
         def gap() -> float:
@@ -368,6 +379,16 @@ def _all_statements(program: ir.Program):
             for n in ir.walk(s):
                 if isinstance(n, ir.StmtBase):
                     yield n
+
+
+# The statements that never give a session legs, holds, leases or a refusal (nor end it early).
+_PLAIN_STATEMENTS = frozenset({"turn", "set", "observe", "run", "branch", "while", "loop", "choose"})
+
+
+def plain_sessions(program: ir.Program) -> bool:
+    """Every statement of the program is one of _PLAIN_STATEMENTS: a session's end needs none of the
+    checks of `Engine.session_done` (its generated code calls `plain_session_done`)."""
+    return all(s.kind in _PLAIN_STATEMENTS for s in _all_statements(program))
 
 
 def _all_nodes(program: ir.Program):

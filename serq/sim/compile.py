@@ -69,6 +69,16 @@ def has_draw(e) -> bool:
     return any(isinstance(n, ir.Draw) for n in ir.walk(e))
 
 
+def draws_outside_bodies(s) -> bool:
+    """A statement draws in its own expressions (a guard, a work, a value), not in its bodies' statements."""
+    for name in type(s).model_fields:
+        v = getattr(s, name)
+        for x in (v if isinstance(v, list) else (v,)):
+            if isinstance(x, ir.Node) and not isinstance(x, ir.StmtBase) and has_draw(x):
+                return True
+    return False
+
+
 def is_static(e) -> bool:
     """Reads only attributes and numbers (no state, clock, context or register)."""
     return not any(isinstance(n, (ir.PoolObs, ir.StageObs, ir.Ctx, ir.Reg, ir.Draw, ir.Observed))
@@ -164,7 +174,18 @@ def _fn_reusable(n, bs):
     return reusable(float(n), float(bs))
 
 
-HELPERS.update(_fn_floor=_fn_floor, _fn_ceil=_fn_ceil, _fn_reusable=_fn_reusable)
+# min and max of two as the builtins choose them (the first, unless the second is less, or greater:
+# a NaN first stays, a NaN second is passed over), nested for more (the builtins' fold). In CPython
+# 3.11 the builtins parse their keyword arguments at every call: ~150 ns, five times these.
+def _min2(a, b):
+    return b if b < a else a
+
+
+def _max2(a, b):
+    return b if b > a else a
+
+
+HELPERS.update(_fn_floor=_fn_floor, _fn_ceil=_fn_ceil, _fn_reusable=_fn_reusable, _min2=_min2, _max2=_max2)
 
 
 class Module:
@@ -217,6 +238,14 @@ class ProgramCompiler:
         self._first_turns: str | None = None
         # the turn being compiled is the session block's first statement (`_fi` is then the prologue's)
         self._turn_after_prologue = False
+        # no statement gives a session legs, holds, leases or a refusal (serq.sim.build.plain_sessions)
+        self.plain_sessions = False
+        # the session block's statements are being compiled: `R`, its stream, is made when first needed
+        self._lazy_session_stream = False
+        # the session's first turn, straight after the prologue, read its key (session_function)
+        self._prologue_key_read = True
+        # the attributes some expression reads: a store of the engine's own that none reads is left out
+        self.attrs_read = {n.name for n in ir.walk(program) if isinstance(n, ir.Attr)}
 
     # ------------------------------------------------------------ references
     def _member_array(self, kind: str, name: str) -> str:
@@ -328,7 +357,11 @@ class ProgramCompiler:
             if e.fn in ("min", "max"):
                 if len(args) == 1:
                     return f"float({args[0]})"
-                return f"{e.fn}({', '.join(args)})"
+                # the builtin's fold, two at a time (_min2, _max2): the arguments evaluated in order
+                out = args[0]
+                for a in args[1:]:
+                    out = f"_{e.fn}2({out}, {a})"
+                return out
             return f"_fn_{e.fn}({', '.join(args)})"
         if k == "draw":
             if env.stream is None:
@@ -435,7 +468,9 @@ class ProgramCompiler:
         self.mod.emit(0, f"def {name}(E, T, A):")
         self.mod.emit(1, "S = T")  # the session block runs on the main thread, which is the session
         if draws:
-            self.mod.emit(1, "R = E.streams.session(S.serial)")
+            # the session's stream, made before the first statement that may draw from it (`block`):
+            # most sessions of a single-turn workload draw only their turn's inline draws, never from it
+            self.mod.emit(1, "R = None")
         if any(has_draw(s) for s in self.program.workload.turn):
             # B = mix64(turn-tag key ^ serial) (rng.Streams.session_turn_base): from the block of
             # first turns (rng.FirstTurns) when it holds the session, else inline
@@ -445,6 +480,7 @@ class ProgramCompiler:
             emit(1, f"if not 0 <= _fi < {ft}.n:")
             emit(2, f"_fi = {ft}.fill(S.serial)")
             emit(1, "if _fi >= 0:")
+            tk_line = len(self.mod.lines)
             emit(2, f"_tk = {ft}.B[_fi]")
             emit(1, f"elif S.serial <= {M64}:")
             emit(2, f"_z = ((S.serial ^ {self.engine.streams.turn_tag_key}) + {GAMMA}) & {M64}")
@@ -453,11 +489,24 @@ class ProgramCompiler:
             emit(2, "_tk = _z ^ (_z >> 31)")
             emit(1, "else:")
             emit(2, "_tk = E.streams.session_turn_base(S.serial)")
+        else:
+            tk_line = None
         self.mod.emit(1, "if False:")
         self.mod.emit(2, "yield")
         ctx = _Ctx(side="session", stream="R" if draws else None, trace=trace)
         self._turn_after_prologue = bool(body) and body[0].kind == "turn" and not trace
-        self.block(body, ctx, 1)
+        first_turn_only = self._turn_after_prologue and sum(
+            isinstance(n, ir.TurnStmt) for st in body for n in ir.walk(st)) == 1
+        self._prologue_key_read = True
+        self._lazy_session_stream = True
+        try:
+            self.block(body, ctx, 1)
+        finally:
+            self._lazy_session_stream = False
+        if tk_line is not None and first_turn_only and not self._prologue_key_read:
+            # the session's one turn reads B only when the block of first turns does not hold the
+            # session (its draws' `else` arms, where the prologue computed it): the block's B unread
+            self.mod.lines[tk_line] = self.mod.lines[tk_line].replace(f"_tk = {ft}.B[_fi]", "pass")
         self.finish_thread(1, main=True)
         return _Late(name)
 
@@ -473,7 +522,10 @@ class ProgramCompiler:
         with `next(gen, _FINISHED)`: no StopIteration). A generator left suspended at a `yield`
         instead would be closed when freed, which in CPython 3.11 throws GeneratorExit into its
         frame: an exception, a traceback and a frame object per session."""
-        self.mod.emit(ind, "E.session_done(T)" if main else "E.thread_done(T)")
+        if not main:
+            self.mod.emit(ind, "E.thread_done(T)")
+        else:
+            self.mod.emit(ind, "E.plain_session_done(T)" if self.plain_sessions else "E.session_done(T)")
         self.mod.emit(ind, "return")
 
     def init_function(self, body: list) -> _Late:
@@ -494,6 +546,10 @@ class ProgramCompiler:
     def block(self, body: list, ctx: "_Ctx", ind: int) -> None:
         for s in body:
             self.mod.loc_stack.append(s.at or self.mod.loc_stack[-1])
+            if self._lazy_session_stream and ctx.stream == "R" and draws_outside_bodies(s):
+                # (a draw's value does not depend on when its stream object was made: it is keyed)
+                self.mod.emit(ind, "if R is None:")
+                self.mod.emit(ind + 1, "R = E.streams.session(S.serial)")
             try:
                 self.stmt(s, ctx, ind)
             except CompileError as e:
@@ -598,7 +654,8 @@ class ProgramCompiler:
             raise CompileError("`turn;` stands only in the session block")
         after_prologue, self._turn_after_prologue = self._turn_after_prologue, False
         emit(ind, "S.turns += 1")
-        emit(ind, "A['turn_no'] = S.turns + 0.0")
+        if "turn_no" in self.attrs_read or ctx.trace:
+            emit(ind, "A['turn_no'] = S.turns + 0.0")
         if ctx.trace:
             emit(ind, "E.trace_turn(T)")
         turn_body = self.program.workload.turn
@@ -622,6 +679,8 @@ class ProgramCompiler:
                 emit(ind, f"if not 0 <= _fi < {ft}.n:")
                 emit(ind + 1, "_fi = -1")
         self.block(turn_body, tctx, ind)
+        if after_prologue:  # (whether this turn read its key K(1), from B, whatever held the session)
+            self._prologue_key_read = tctx.env.key_read
         if key_line is not None and not tctx.env.key_read:
             del self.mod.lines[key_line]
             del self.mod.line_locs[key_line]
@@ -810,6 +869,7 @@ class ProgramCompiler:
         """A fork's body as a generator function of its own, emitted after the current function."""
         saved_lines, saved_locs = self.mod.lines, self.mod.line_locs
         self.mod.lines, self.mod.line_locs = [], []
+        lazy, self._lazy_session_stream = self._lazy_session_stream, False  # (a leg makes its own at once)
         name = self.mod.fresh("_leg_")
         draws = any(has_draw(s) for s in body)
         self.mod.emit(0, f"def {name}(E, T, A):")
@@ -820,6 +880,7 @@ class ProgramCompiler:
         self.mod.emit(2, "yield")
         self.block(body, _Ctx(side="leg", stream="R" if draws else None), 1)
         self.finish_thread(1, main=False)
+        self._lazy_session_stream = lazy
         leg_lines, leg_locs = self.mod.lines, self.mod.line_locs
         self.mod.lines, self.mod.line_locs = saved_lines, saved_locs
         self.pending_functions.append((leg_lines, leg_locs))

@@ -85,15 +85,16 @@ class DecodeGroup:
         return due
 
 
-def services_left(J, pos: float, rem: float) -> float:
+def services_left(J, pos: float, rem: float, kv: float) -> float:
     """How many iterations in a row, from the next, the group can serve J without looking at it,
-    when its position is `pos` and its remaining `rem`: its tokens until the one that passes its
-    allocation or its block, and short of its last."""
+    when its position is `pos`, its remaining `rem` and `kv` the blocks covering its next token
+    (up(pos + 1)): its tokens until the one that passes its allocation or its block, and short of
+    its last."""
     last = rem - 1.0
     a = J.alloc
     if a is None:
         return last
-    limit = a.member.up(pos + 1.0)
+    limit = kv
     if a.units < limit:
         limit = a.units
     n = limit - pos
@@ -138,11 +139,13 @@ def try_join(st, J) -> None:
         return
     a = J.alloc
     pos = 0.0
+    kv = 0.0
     if a is not None:
         pos = a.pos
         if a.req != pos or pos % 1.0:
             return
-    n = services_left(J, pos, rem)
+        kv = a.member.up(pos + 1.0)
+    n = services_left(J, pos, rem, kv)
     if n < 1.0:
         return
     G = st.group
@@ -150,7 +153,6 @@ def try_join(st, J) -> None:
     i = bisect_left(G.adms, J.adm)
     G.adms.insert(i, J.adm)
     G.jobs.insert(i, J)
-    kv = a.member.up(pos + 1.0) if a is not None else 0.0
     G.kv += kv
     J.kv = kv
     J.since = G.clock
@@ -228,24 +230,34 @@ def serve_grouped(st) -> None:
     for J in visits:
         if J.sched > 0.0 or J.gone:
             continue
-        # the members before J that the walk has not reached: each takes one token while the
-        # budget lasts
-        if i0 < 0:
-            i0 = bisect_right(adms, G.mark)
-        i1 = bisect_left(adms, J.adm)
-        if i1 > i0:
-            count = i1 - i0
-            if budget >= count:
-                budget -= count
-                n += count
-                G.mark = adms[i1 - 1]
-                i0 = i1
-            else:
-                budget, n, ended = _budget_ends_among(st, i0, i1, budget, n, kvd)
-                kvd = 0.0
-                i0 = -1
-                if ended:
-                    break
+        if J.since != NOT_A_MEMBER and token_sum_whole and 0 <= i0 and len(adms) - i0 <= budget:
+            # a member due, with budget for it and every member after the last one counted: they all
+            # take their token, counted later as the members before the next count (the next visit
+            # outside the group, a growth that does not wait with the others, its last token, or the
+            # walk's end), which is what counting them here adds (whole numbers, in one sum either
+            # way: the sums are brought up to date at the same places). The bisection, the count and
+            # the mark per visit are saved; the mark stays behind J (J's materialize reads the same).
+            counted = False
+        else:
+            counted = True
+            # the members before J that the walk has not reached: each takes one token while the
+            # budget lasts
+            if i0 < 0:
+                i0 = bisect_right(adms, G.mark)
+            i1 = bisect_left(adms, J.adm)
+            if i1 > i0:
+                count = i1 - i0
+                if budget >= count:
+                    budget -= count
+                    n += count
+                    G.mark = adms[i1 - 1]
+                    i0 = i1
+                else:
+                    budget, n, ended = _budget_ends_among(st, i0, i1, budget, n, kvd)
+                    kvd = 0.0
+                    i0 = -1
+                    if ended:
+                        break
         if J.since != NOT_A_MEMBER:  # a member due for attention
             # (its true state read, not written back: nothing else reads it here, and a preemption
             # that the growth makes syncs the group first)
@@ -274,6 +286,9 @@ def serve_grouped(st) -> None:
                             grown += kv - units
                             growths.append((a, kv))
                         else:
+                            if not counted:  # the members before J counted now (the budget covers them)
+                                budget, n, i1 = _count_members_before(G, J, i0, budget, n)
+                                counted = True
                             st.budget = budget
                             st._add_decodes(n, kvd)
                             n = kvd = 0.0
@@ -316,13 +331,16 @@ def serve_grouped(st) -> None:
                         due_at[at] = [J]
                     else:
                         members.append(J)
-                budget -= 1.0
-                n += 1.0
-                G.mark = J.adm
-                if i0 >= 0:  # (J is adms[i1])
-                    i0 = i1 + 1
+                if counted:
+                    budget -= 1.0
+                    n += 1.0
+                    G.mark = J.adm
+                    if i0 >= 0:  # (J is adms[i1])
+                        i0 = i1 + 1
                 continue
             # its last token, or the budget is short of a token: it is visited as any resident
+            if not counted:
+                budget, n, i1 = _count_members_before(G, J, i0, budget, n)
             leave(st, J, True)
             i0 = -1
         if J.dec and budget >= 1.0 and J.rem > 0.0:
@@ -389,6 +407,18 @@ def serve_grouped(st) -> None:
     st.b_kvd += G.kv
     G.kv_in = True
     G.mark = ALL_SERVED
+
+
+def _count_members_before(G, J, i0: int, budget: float, n: float):
+    """serve_grouped's count of the members i0.. before member J, put off at the visits before
+    (the budget covers them): (budget, n, J's index), the mark moved to the last of them."""
+    i1 = bisect_left(G.adms, J.adm)
+    if i1 > i0:
+        count = i1 - i0
+        budget -= count
+        n += count
+        G.mark = G.adms[i1 - 1]
+    return budget, n, i1
 
 
 def _budget_ends_among(st, i0: int, i1: int, budget: float, n: float, kvd: float):

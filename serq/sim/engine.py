@@ -60,7 +60,7 @@ class Engine(Holds):
         'gauges', 'gauges_on', 'givens', 'has_steps', 'init_fn', 'line_locs', 'observe_idx',
         'observe_index', 'observe_names', 'observes', 'pool_members', 'resp_all', 'resp_meta',
         'resp_values', 'session_fn', 'shared_stage_names', 'stage_members', 'start', 'step_stages',
-        'trace', 'volatile_stages',
+        'trace', 'volatile_stages', 'plain_sessions', 'serial_read',
     )
 
     def __init__(self, program: ir.Program, *, seed: int, horizon: float, warmup: float,
@@ -162,27 +162,31 @@ class Engine(Holds):
             # called once, ran its whole loop unspecialized (an M/M/1 customer took a tenth more
             # instructions) unless a `continue` below happened to run
             while True:
-                if not heap:
+                try:  # (no event left: the run is over; a handler, not a test per event)
+                    t, seq, fn, arg = heappop(heap)
+                except IndexError:
                     break
-                t, seq, fn, arg = heappop(heap)
                 if t > horizon:
                     heappush(heap, (t, seq, fn, arg))
                     break
                 self.now = t
-                fn(arg, seq)
-                if ready:
+                T = fn(arg, seq)
+                if T is not None or ready:
                     # settle: run the ready threads in the order they became ready (`step`
-                    # inlined: this is the hot loop, and a call per resumed thread shows in the profile)
-                    while ready:
+                    # inlined: this is the hot loop, and a call per resumed thread shows in the profile).
+                    # An event that makes one thread ready while none is may return it instead of
+                    # queueing it (a fifo or delay stage's completion, a Poisson arrival): it runs
+                    # first, as it would have.
+                    if T is None:
                         T = popleft()
+                    while True:
                         T.state = RUNNING
                         try:
-                            exc = T.throw
-                            if exc is None:
+                            if T.throw is None:
                                 if next(T.gen, finished) is finished and T.gen is not None:
                                     self.thread_done(T)
                             else:
-                                T.throw = None
+                                exc, T.throw = T.throw, None
                                 T.gen.throw(exc)
                         except StopIteration:
                             self.thread_done(T)
@@ -190,6 +194,9 @@ class Engine(Holds):
                             self.thread_refused(T)
                         except _ERRORS as e:
                             raise self.located(e, T) from None
+                        if not ready:
+                            break
+                        T = popleft()
                 if waiting:
                     self.settle()
                 if self.attention:
@@ -362,12 +369,17 @@ class Engine(Holds):
             self.arrive_over_limit()
         self.t_live_sum += now
         A = self.attr_template.copy()
-        A["serial"] = serial + 0.0
+        if self.serial_read:  # (no expression reads it: a store saved per session)
+            A["serial"] = serial + 0.0
         T = _new(MainThread)
-        T.sess = T
+        if not self.plain_sessions:
+            # (a plain session reads its `sess` from the class, `_Itself`: it never refers to itself,
+            # and neither setting nor forgetting the attribute costs its two unspecialized lookups)
+            T.sess = T
         T.A = A
         T.serial = serial
         T.t_arrive = now
+        T.turns = 0  # (its own from the start: `S.turns += 1` then reads no class default, a lookup not specialized)
         if self.arrive_extra:
             if self.trace is not None:
                 self.trace.assign(self, T)
@@ -394,10 +406,24 @@ class Engine(Holds):
 
     def session_done(self, S: Thread) -> None:
         """The end of a session block (the generated code's call): the session ends."""
-        S.gen = None
         if S.legs_live or S.ended or S.frames or S.leases or S.refused:
+            S.gen = None
             self.thread_done(S)
             return
+        if S.kind == MAIN:  # (a leg's `end` comes here too)
+            try:  # forget_itself, written out (the hot path)
+                del S.sess
+            except AttributeError:
+                pass
+        self.plain_session_done(S)
+
+    def plain_session_done(self, S: Thread) -> None:
+        """`session_done` of a thread with no legs, holds, leases or refusal: what the generated code
+        calls directly when the program has no statement that makes any (`build.plain_sessions`), so
+        that an M/M/1 customer's end reads none of those fields (each a class default read through the
+        instance, a lookup that CPython 3.11 does not specialize). Such a session's main thread never
+        had `sess` of its own (`arrive`): nothing to forget."""
+        S.gen = None
         S.ended = True
         S.state = DONE
         now = self.now
@@ -412,11 +438,6 @@ class Engine(Holds):
         self.t_live_sum -= ta
         live = self.live = self.live - 1
         self.n_ended += 1
-        if S.kind == MAIN:
-            try:  # forget_itself, written out (the hot path)
-                del S.sess
-            except AttributeError:
-                pass
         if self.closed:
             self.arrive()
         elif not live and self.arrivals_limit is not None and not self.arrivals_open:

@@ -75,7 +75,9 @@ class Holds:
                 r = p.reserve(self, T, A)
                 if not r >= 0.0:
                     check_amount(r, f"the reserve of `{spec.text}` on {m.label}")
-                need = max(need, m.up(r))
+                ur = m.up(r)
+                if ur > need:  # (max(need, ur): the builtin is slow)
+                    need = ur
             if need > m.cap:
                 self.refuse(T, m, spec)
                 return True
@@ -220,8 +222,10 @@ class Holds:
             if caching and m.name in reuse_pools:
                 e = m.live.get(serial)
                 if e is not None:
-                    limit = e.units if rho is None else min(e.units, rho)
-                    consumed = m.down(min(limit, ur))
+                    # (min(e.units, rho) and min(limit, ur) as the builtin chooses, written out: the
+                    # builtin parses keywords at every call in CPython 3.11)
+                    limit = e.units if rho is None or not rho < e.units else rho
+                    consumed = m.down(ur if ur < limit else limit)
                     m.consume(e, consumed)
                 if cached_attr is None:
                     cached_attr = consumed
@@ -289,7 +293,8 @@ class Holds:
             if spec.cache is not None and a.member.name in spec.cache_pools:
                 if ell is None:
                     ell = self._cache_value(spec, T, T.A)
-                keep = min(ell, a.pos if preempted else a.computed())
+                upto = a.pos if preempted else a.computed()
+                keep = upto if upto < ell else ell  # (min(ell, upto): the builtin is slow)
             self.give_back(a, keep, T.sess.serial, T.A)
         if preempted:
             F.admitted = False

@@ -119,9 +119,11 @@ class FifoStage(StageMember):
             if len(q) > self.max_q:
                 self.max_q = len(q)
 
-    def done(self, T, seq: int) -> None:
+    def done(self, T, seq: int):
+        """A job's completion; returns its thread for the event loop to run at once when no other
+        thread is ready (else None: it is queued, or the event was stale)."""
         if T.token != seq:
-            return
+            return None
         E = self.E
         now = E.now
         q = self.q
@@ -148,8 +150,11 @@ class FifoStage(StageMember):
         else:
             T.ready_t = now
             T.ready_n = 1
+            if not E.ready:  # the event loop runs it at once (Engine.run): no queue of one
+                return T
             T.state = 1
             E.ready.append(T)
+        return None
 
     def remove(self, T) -> None:
         """Take a job off the stage (its session was preempted)."""
@@ -251,9 +256,10 @@ class DelayStage(_EveryJobInService):
         T.token = seq
         heappush(self.heap, (now + w, seq, self.done_fn, T))
 
-    def done(self, T, seq: int) -> None:
+    def done(self, T, seq: int):
+        """A job's completion; its thread for the event loop to run at once, or None (FifoStage.done)."""
         if T.token != seq:
-            return
+            return None
         E = self.E
         now = E.now
         dt = now - self.t_last
@@ -271,8 +277,11 @@ class DelayStage(_EveryJobInService):
         else:
             T.ready_t = now
             T.ready_n = 1
+            if not E.ready:  # the event loop runs it at once (Engine.run): no queue of one
+                return T
             T.state = 1
             E.ready.append(T)
+        return None
 
     def remove(self, T) -> None:
         self.touch(self.E.now)

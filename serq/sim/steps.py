@@ -34,6 +34,7 @@ from __future__ import annotations
 import math
 from bisect import insort
 from dataclasses import dataclass, field
+from heapq import heappush
 
 from serq.sim import decode_group
 from serq.sim.decode_group import NOT_A_MEMBER, DecodeGroup, admission, remove_sorted, serve_grouped
@@ -455,10 +456,12 @@ class StepStage(StageMember):
         self.busy = True
         self.n_iter += 1
         self.iterations += 1
-        self.tokens += self.b_tok
-        self.served_total += self.b_tok
+        tokens = self.b_tok
+        self.tokens += tokens
+        self.served_total += tokens
         self.preemptions += self.n_pre
-        self.end_seq = E.schedule(now + cost, self.end_fn, None)
+        seq = self.end_seq = next(E.seq)  # (E.schedule, written out)
+        heappush(E.heap, (now + cost, seq, self.end_fn, None))
         return True
 
     def run_body(self, stmts: list) -> None:
