@@ -615,9 +615,15 @@ TRACE_ANSWERS = {0: [(0, 1, 0, 8)], 1: [(1, 1, 3, 15), (1, 2, 16, 39)], 2: [(2, 
 TRACE_OBSERVATIONS = {0: [(0, 1, 0, 8, 1)], 1: [(1, 1, 0, 15, 2), (1, 2, 0, 39, 3)], 2: [(2, 1, 0, 7, 0)]}
 
 
+def _traced(folder: Path, name: str, csv: str, source: str):
+    """A hand-computed program reading `trace "t.csv"`, written with its trace to `folder`, and its IR."""
+    folder.mkdir(exist_ok=True)
+    (folder / "t.csv").write_text(csv)
+    return _written(folder, name, source)
+
+
 def _trace_program(folder: Path):
-    (folder / "t.csv").write_text(TRACE_CSV)
-    return _written(folder, "trace", TRACE_SOURCE)
+    return _traced(folder, "trace", TRACE_CSV, TRACE_SOURCE)
 
 
 def test_kernel_recorded_run_of_an_ordered_trace_is_the_hand_computed_one(tmp_path):
@@ -656,9 +662,7 @@ TIE_ITERATIONS = [(0, 2, 2, 0, 1, 2, 0, 1), (1, 3, 2, 1, 2, 3, 2, 2), (2, 2, 0, 
 
 
 def _tie_program(folder: Path):
-    folder.mkdir(exist_ok=True)  # its own t.csv, beside TRACE_SOURCE's
-    (folder / "t.csv").write_text(TIE_CSV)
-    return _written(folder, "tie", TIE_SOURCE)
+    return _traced(folder, "tie", TIE_CSV, TIE_SOURCE)  # (a folder of its own: TRACE_SOURCE's t.csv differs)
 
 
 def test_kernel_turns_created_at_one_instant_queue_in_the_files_order(tmp_path):
