@@ -14,7 +14,7 @@ import pytest
 
 from helpers import REPO
 from serq.errors import SerqError
-from serq.leangen.claims import claims_module, paper_programs, stale_claims
+from serq.leangen.claims import KernelClaimsModule, claims_module, paper_programs, stale_claims
 
 PAPERS = REPO / "examples" / "papers"
 
@@ -241,14 +241,6 @@ def _module_of(tmp_path: Path, edit) -> Path:
      "reads `total(tpot)`: the model records the client's response and ttft and the observes after"),
     (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe t = now;"),
      "observe `t`: in the model an observed value is a natural number built from the turn's `new` and `out`"),
-    # the model runs the oracle program's request: a request that differs is not what it proves about
-    (lambda s: s.replace("decode (o - 1 - (known - prompt)) growing kv;", "decode (o - (known - prompt)) growing kv;"),
-     "the server's statement 4 is not the oracle request's (vllm_request.sq: the model runs that request)"),
-    # an observe after the request records once per answered turn; one before it would not
-    (lambda s: s.replace("set prompt = context + new;", "observe x = new;\n    set prompt = context + new;"),
-     "the server's statement 1 is not the oracle request's"),
-    (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;"),
-     "the server has 5 statements, the oracle request 4"),
 ])
 def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, edit, phrase):
     with pytest.raises(SerqError) as e:
@@ -257,6 +249,37 @@ def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, ed
     assert "outside the Lean fragment" in e.value.message
     if "not a natural number" in phrase or "attribute `" in phrase:
         assert e.value.span is not None, "an attribute's refusal names its `set`"
+
+
+@pytest.mark.parametrize("edit", [
+    # the engine model runs the oracle program's request only: a request that differs, an observe
+    # before it, a statement after it
+    lambda s: s.replace("decode (o - 1 - (known - prompt)) growing kv;", "decode (o - (known - prompt)) growing kv;"),
+    lambda s: s.replace("set prompt = context + new;", "observe x = new;\n    set prompt = context + new;"),
+    lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;"),
+])
+def test_a_server_other_than_the_oracle_request_is_stated_about_the_kernel_run(tmp_path, edit):
+    """The engine model states claims for the workload family of the oracle request; another server is
+    the kernel's: the claims are stated about the program's own run (its bundled batch of 4), to its end."""
+    m = claims_module(_module_of(tmp_path, edit))
+    assert isinstance(m, KernelClaimsModule)
+    assert [(st.claim, st.body.split(" ")[0]) for st in m.statements] == [
+        ("work_conserving", "EveryIterationOfRun"), ("capped_batch_idles", "SomeIterationOfRun")]
+    assert "def program" in m.text() and m.stage_name == "llm"
+
+
+def test_claims_outside_both_models_give_both_reasons(tmp_path):
+    # another server (the engine model's refusal) and a draw (the kernel's): both reasons, the kernel's first
+    path = _module_of(tmp_path, lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;")
+                      .replace("set out = D;", "set out = ceil(~uniform(0, D));"))
+    with pytest.raises(SerqError) as e:
+        claims_module(path)
+    msg = e.value.message
+    assert msg.startswith("outside the Lean kernel fragment: a draw `~uniform(…)`: the fragment's programs are "
+                          "deterministic; nor is it in the engine model's fragment (Serq.Exec): ")
+    assert "p.sq:" in msg and "the server has 5 statements, the oracle request 4" in msg
+    assert e.value.span is not None and e.value.span.line == next(
+        n for n, t in enumerate(path.read_text().splitlines(), 1) if "~uniform" in t)
 
 
 def test_given_restricts_the_family(tmp_path):
@@ -342,7 +365,10 @@ def test_serq_lean_claims_prints_the_generated_module_or_refuses_with_the_locati
     out = subprocess.run([sys.executable, "-m", "serq.cli", "lean", "claims", str(SJF)],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "sjf.sq:27:3: error: outside the Lean fragment:" in out.stderr
+    # outside both: the kernel's reason (a draw) at its place, then the engine model's at the engine
+    assert "sjf.sq:58:7: error: outside the Lean kernel fragment: a draw `~uniform(…)`" in out.stderr
+    assert (f"nor is it in the engine model's fragment (Serq.Exec): {SJF}:27:3: engine `llm` "
+            "is not expressible as vLLM settings") in out.stderr
     assert "FCFS policy serves its waiting queue first come, first served" in out.stderr
 
 
