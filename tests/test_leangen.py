@@ -1100,6 +1100,7 @@ EXPORTED = {
     "papers/li_dai_peng.sq": "Serq.Kernel", "papers/sarathi.sq": "`poisson` arrivals",
     "papers/fastertransformer.sq": "Serq.Kernel", "oracle/vllm_request_phased.sq": "Serq.Exec",
     "papers/rad.sq": "Serq.Kernel",
+    "papers/bari_rate.sq": "Serq.Kernel",
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",

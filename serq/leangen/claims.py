@@ -257,7 +257,7 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> "ClaimsMo
         # a program the engine model does not take (a granule, an `execute` cost, another server, ...):
         # its claims about its own run in the kernel interpreter
         try:
-            return kernel_claims_module(path, program)
+            return kernel_claims_module(path, program, engine_model_refused.message)
         except SerqError as kernel_refused:
             raise outside_both(kernel_refused, engine_model_refused) from None
     session_test, family_doc, reads_index = _session_test(program, base)
@@ -318,6 +318,7 @@ class KernelClaimsModule:
     stage: int          # the claims' engine's stage index
     stage_name: str
     fuel: int
+    engine_model_refusal: str  # why the engine model does not take the program (the generated doc says it)
     statements: list[Statement]
 
     def text(self) -> str:
@@ -329,7 +330,7 @@ class KernelClaimsModule:
         return text[text.index("def program"):text.index("/-- The claims' engine")]
 
 
-def kernel_claims_module(path: Path, program: ir.Program) -> KernelClaimsModule:
+def kernel_claims_module(path: Path, program: ir.Program, engine_model_refusal: str) -> KernelClaimsModule:
     """A program of the kernel fragment whose claims the engine model cannot state: every (some) iteration
     of the run of its bundled workload, to its end."""
     base = path.parent
@@ -354,8 +355,9 @@ def kernel_claims_module(path: Path, program: ir.Program) -> KernelClaimsModule:
         raise outside("claims about several engines", pending[1][0].at, base)
     stage = stages.pop() if stages else 0
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
+    why = engine_model_refusal.removeprefix("outside the Lean fragment: ")
     module = KernelClaimsModule(path, f"Papers.Claims.{_module_name(path)}", ir_digest, kp, stage, names[stage],
-                                CLAIM_RUN_FUEL, [])
+                                CLAIM_RUN_FUEL, why, [])
     value = module.program_text()
     for claim, _, pred in pending:
         body = f"{_KERNEL_FORMS[claim.form]} program stage fuel (fun r => {pred})"
