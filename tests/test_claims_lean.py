@@ -163,24 +163,24 @@ def test_rads_claim_is_stated_about_the_kernel_run():
 
 @pytest.mark.parametrize("sessions", ["1", "6", "40"])
 def test_the_tiled_token_rate_holds_on_the_simulated_path(sessions):
-    # served * 14 <= 8 * now at every iteration: budget 8 (two tiles of 4), execute 3 a tile + 1 a token
+    # served * 262 <= 256 * now at every iteration: budget 256 (two tiles of 128), execute 3 a tile + 1 a token
     assert _run_json(PAPERS / "bari_rate.sq", "--", f"sessions={sessions}")["token_rate"]["result"] == "holds"
 
 
 def test_the_tiled_token_rate_fails_with_a_budget_that_is_not_whole_tiles(tmp_path):
-    # the broken variant: a budget of 10 tokens (two and a half tiles), Tfull = 3 * ceil(10 / 4) + 10 = 19,
-    # one request at a time prompting 8 tokens. Iteration 0 (time 0) prefills 8 tokens and lasts
-    # 3 * 2 + 8 = 14; iteration 1 starts at 14 with 8 served: 8 * 19 = 152 > 10 * 14 = 140
+    # the broken variant: a budget of 300 tokens (not whole tiles of 128), Tfull = 3 * ceil(300 / 128) + 300
+    # = 309, one request at a time prompting 256 tokens. Iteration 0 (time 0) prefills 256 tokens and lasts
+    # 3 * 2 + 256 = 262; iteration 1 starts at 262 with 256 served: 256 * 309 = 79 104 > 300 * 262 = 78 600
     text = (PAPERS / "bari_rate.sq").read_text()
-    edits = [("let B = m * T; ", "let B = 10;    "), ("let Tfull = a * m + b * B; ", "let Tfull = a * 3 + b * B; "),
-             ("reqs cap 4;", "reqs cap 1;"), ("set new = 3 + 5 * (serial % 3);", "set new = 8;")]
+    edits = [("let B = m * T; ", "let B = 300;   "), ("let Tfull = a * m + b * B; ", "let Tfull = a * 3 + b * B; "),
+             ("reqs cap 4;", "reqs cap 1;"), ("set new = 100 + 150 * (serial % 3);", "set new = 256;")]
     for old, new in edits:
         assert old in text, old
         text = text.replace(old, new)
     broken = tmp_path / "bari_untiled_budget.sq"
     broken.write_text(text)
     failed = _run_json(broken)["token_rate"]
-    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 14.0, 1)
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 262.0, 1)
 
 
 def test_the_tiled_token_rate_is_stated_about_the_kernel_run():
@@ -190,9 +190,9 @@ def test_the_tiled_token_rate_is_stated_about_the_kernel_run():
     assert isinstance(module, KernelClaimsModule)
     st = {s.claim: s for s in module.statements}
     assert st["token_rate"].body == ("EveryIterationOfRun program stage fuel (fun r => "
-                                     "(decide (((r.served : Int) * (14 : Int)) ≤ ((8 : Int) * (r.start : Int)))))")
-    assert ("engines := [⟨(.num 8), (.num 0), (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) "
-            "(.num 3)) 4)) (.bin .mul (.num 1) (.stageVar 0))), [], none, none, true, (.num 0)⟩]") in module.text()
+                                     "(decide (((r.served : Int) * (262 : Int)) ≤ ((256 : Int) * (r.start : Int)))))")
+    assert ("engines := [⟨(.num 256), (.num 0), (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) "
+            "(.num 127)) 128)) (.bin .mul (.num 1) (.stageVar 0))), [], none, none, true, (.num 0)⟩]") in module.text()
     assert "engine `llm` is not expressible as vLLM settings" in module.text()
 
 

@@ -165,17 +165,17 @@ theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 :=
 
 /-! ## The token rate with an iteration's cost (`bari_rate.sq`), Bari et al. 2025 Th. 1 -/
 
-/-- Every iteration has `served · 14 ≤ 8 · now`: a budget of two tiles of 4 tokens (`B = 8`) and
-`execute (3 * ceil(batch.tokens / 4) + batch.tokens)`, a full iteration lasting `Tfull = 3·2 + 8 = 14`.
+/-- Every iteration has `served · 262 ≤ 256 · now`: a budget of two tiles of 128 tokens (`B = 256`) and
+`execute (3 * ceil(batch.tokens / 128) + batch.tokens)`, a full iteration lasting `Tfull = 3·2 + 256 = 262`.
 The bound per record holds in every run of every program with this engine
 (`Serq.Kernel.runProgram_tiled_served_rate`, lean/Serq/KernelServed.lean, no hypothesis on the run);
 what the statement adds, that this program's run ends within the fuel, the kernel checks by
 evaluation. -/
-theorem bari_token_rate : Papers.Claims.BariRate.token_rate_8d132506602e := by
-  unfold Papers.Claims.BariRate.token_rate_8d132506602e Serq.Kernel.EveryIterationOfRun
+theorem bari_token_rate : Papers.Claims.BariRate.token_rate_fa03f89d2217 := by
+  unfold Papers.Claims.BariRate.token_rate_fa03f89d2217 Serq.Kernel.EveryIterationOfRun
   refine ⟨by decide +kernel, fun r hr => ?_⟩
   have h := Serq.Kernel.runProgram_tiled_served_rate Papers.Claims.BariRate.program Papers.Claims.BariRate.fuel
-    0 0 3 1 4 2 (by decide) rfl rfl rfl r hr
+    0 0 3 1 128 2 (by decide) rfl rfl rfl r hr
   simp only [decide_eq_true_eq]
   omega
 

@@ -21,7 +21,7 @@ namespace Papers.Claims.BariRate
 open Serq.Kernel
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "fb3fb1b7457a27eb63eb4275b5ac54807d4875d7738eeb139adf7182af773c4d"
+def irDigest : String := "1f4ea105be629d125bae771990a3e20b1abf55251aacee9972b6602b5dcbbffb"
 
 /-- Attributes: 0 `cached`, 1 `computed`, 2 `new`, 3 `out`, 4 `serial`, 5 `turn_no`.
 Observations: none.
@@ -33,7 +33,7 @@ def program : Serq.Kernel.Program where
   turnNoAt := 5
   init := []
   turnBlock := [
-    .set 2 (.bin .add (.num 3) (.bin .mul (.num 5) (.bin .mod (.attr 4) (.num 3)))),
+    .set 2 (.bin .add (.num 100) (.bin .mul (.num 150) (.bin .mod (.attr 4) (.num 3)))),
     .set 3 (.num 3)]
   session := [
     .turn]
@@ -49,7 +49,7 @@ def program : Serq.Kernel.Program where
   blocks := [0]
   cachedAt := 0
   computedAt := 1
-  engines := [⟨(.num 8), (.num 0), (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) (.num 3)) 4)) (.bin .mul (.num 1) (.stageVar 0))), [], none, none, true, (.num 0)⟩]
+  engines := [⟨(.num 256), (.num 0), (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) (.num 127)) 128)) (.bin .mul (.num 1) (.stageVar 0))), [], none, none, true, (.num 0)⟩]
   admitVia := [1]
   preemptModes := [0]
   preemptKeys := [[]]
@@ -64,9 +64,9 @@ def stage : Nat := 0
 
 def fuel : Nat := 1000
 
-/-- `claim token_rate: every iteration of llm (served * Tfull <= B * now);` (bari_rate.sq:58:3) -/
-def token_rate_8d132506602e : Prop :=
-  EveryIterationOfRun program stage fuel (fun r => (decide (((r.served : Int) * (14 : Int)) ≤ ((8 : Int) * (r.start : Int)))))
+/-- `claim token_rate: every iteration of llm (served * Tfull <= B * now);` (bari_rate.sq:59:3) -/
+def token_rate_fa03f89d2217 : Prop :=
+  EveryIterationOfRun program stage fuel (fun r => (decide (((r.served : Int) * (262 : Int)) ≤ ((256 : Int) * (r.start : Int)))))
 
 end Papers.Claims.BariRate
 
