@@ -533,4 +533,150 @@ theorem startIteration_full_or_short (p : Program) (f s : Nat) (eng : Engine) (m
       · refine ⟨_, rfl, ?_⟩
         exact plan_full p s _ B f m _ eng.order _ _ hvia hr
 
+
+/-! ### Every run, given an invariant that keeps the residents ready
+
+What is left for every run is an invariant of the machine that gives `PlanReady` whenever engine `s`
+is idle (`startPass` starts only an idle engine). `FullInvariant p s J` says what `J` must satisfy: it
+holds as the run starts and is kept by everything the event loop does (a settle, a timer fired with the
+clock moved, an iteration started on an idle engine, the fuel running out). Given one,
+`runProgram_full_or_short_of` holds for every run. -/
+
+/-- Obligations on a machine invariant `J` that gives `PlanReady m s` whenever engine `s` is idle. -/
+structure FullInvariant (p : Program) (s : Nat) (J : Machine → Prop) : Prop where
+  initial : J (initial p)
+  settle : ∀ f m, J m → J (settle p f m)
+  fire : ∀ m t ts w, J m → J (fire p { m with now := t, timers := ts } w)
+  start : ∀ f i e m, getService p.stages i = .step e → (getEngineState m.engines i).busy = false → J m →
+    J (startIteration p f i (getEngine p.engines e) m)
+  fuel : ∀ m, J m → J { m with outOfFuel := true }
+  ready : ∀ m, J m → (getEngineState m.engines s).busy = false → PlanReady m s
+
+/-- Every record of engine `s` is full (`tokens = B`) or short of demand (`demand < B`), and `J` holds. -/
+def FullAt (s B : Nat) (J : Machine → Prop) (m : Machine) : Prop :=
+  (∀ r ∈ (getEngineState m.engines s).records, r.tokens = B ∨ r.demand < B) ∧ J m
+
+theorem FullAt.of_records {s B : Nat} {J : Machine → Prop} {m m' : Machine}
+    (h : (getEngineState m'.engines s).records = (getEngineState m.engines s).records) (hm : FullAt s B J m) (hJ : J m') :
+    FullAt s B J m' :=
+  ⟨fun r hr => hm.1 r (h ▸ hr), hJ⟩
+
+theorem startIteration_records_ne (p : Program) (f i : Nat) (eng : Engine) (m : Machine) (j : Nat) (h : i ≠ j) :
+    (getEngineState (startIteration p f i eng m).engines j).records = (getEngineState m.engines j).records := by
+  simp only [startIteration]
+  split
+  · simp only [admitWaiting_records, serveOrdered_records]
+  · split
+    · simp only [admitWaiting_records, serveOrdered_records]
+    · simp only [Machine.setTimer_engines]
+      rw [getEngineState_setEngineState_ne _ _ _ _ h]
+      simp only [admitWaiting_records, serveOrdered_records]
+
+section Run
+
+variable (p : Program) (s e B : Nat) (J : Machine → Prop) (hJ : FullInvariant p s J)
+  (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+  (hq : (getEngine p.engines e).serveOnly = none) (hg : (getEngine p.engines e).granule = .num 0)
+  (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1)
+
+include hJ hs hB hq hg hvia
+
+theorem start_full (f i e' : Nat) (m : Machine) (hi : getService p.stages i = .step e')
+    (hbusy : (getEngineState m.engines i).busy = false) (hm : FullAt s B J m) :
+    FullAt s B J (settle p f (startIteration p f i (getEngine p.engines e') m)) := by
+  refine ⟨?_, hJ.settle _ _ (hJ.start f i e' m hi hbusy hm.2)⟩
+  intro r hr
+  rw [settle_records] at hr
+  by_cases his : i = s
+  · subst his
+    rw [hs] at hi
+    cases hi
+    rcases startIteration_full_or_short p f i (getEngine p.engines e) m B hB hq hg hvia (hJ.ready m hm.2 hbusy)
+      with h | ⟨r', h, hfull⟩
+    · rw [h] at hr
+      exact hm.1 r hr
+    · rw [h] at hr
+      simp only [List.mem_cons] at hr
+      rcases hr with hr | hr
+      · rw [hr]; exact hfull
+      · exact hm.1 r hr
+  · rw [startIteration_records_ne p f i _ m s his] at hr
+    exact hm.1 r hr
+
+theorem startPass_full (f : Nat) : ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool),
+    (∀ k, getService ss k = getService p.stages (i + k)) → FullAt s B J m →
+      FullAt s B J (startPass p f ss i tried m a).1 := by
+  intro ss
+  induction ss with
+  | nil => intro i tried m a _ hm; exact hm
+  | cons x ss ih =>
+    intro i tried m a hss hm
+    cases x with
+    | step e' =>
+      simp only [startPass]
+      split
+      · exact ih (i + 1) tried m a (getService_tail hss) hm
+      · next hc =>
+        have hbusy : (getEngineState m.engines i).busy = false := by
+          cases hb : (getEngineState m.engines i).busy
+          · rfl
+          · simp [hb] at hc
+        have hi : getService p.stages i = .step e' := by
+          have h0 := hss 0
+          simp only [getService, Nat.add_zero] at h0
+          exact h0.symm
+        have hm' := start_full p s e B J hJ hs hB hq hg hvia f i e' m hi hbusy hm
+        split
+        · exact hm'
+        · exact ih (i + 1) (i :: tried) _ true (getService_tail hss) hm'
+    | delay => exact ih (i + 1) tried m a (getService_tail hss) hm
+    | fifo c => exact ih (i + 1) tried m a (getService_tail hss) hm
+
+theorem startEngines_full (f n : Nat) (tried : List Nat) (m : Machine) :
+    FullAt s B J m → FullAt s B J (startEngines p f n tried m) := by
+  fun_induction startEngines p f n tried m <;> intro hm
+  all_goals first
+    | exact hm
+    | exact startPass_full p s e B J hJ hs hB hq hg hvia _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm
+    | (rename_i ih
+       exact ih (startPass_full p s e B J hJ hs hB hq hg hvia _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm))
+
+theorem endOfInstant_full (f : Nat) (m : Machine) (hm : FullAt s B J m) : FullAt s B J (endOfInstant p f m) := by
+  simp only [endOfInstant]
+  split
+  · exact hm
+  · exact startEngines_full p s e B J hJ hs hB hq hg hvia _ _ _ _ hm
+
+omit hs hB hq hg hvia in
+theorem settle_full (f : Nat) (m : Machine) (hm : FullAt s B J m) : FullAt s B J (settle p f m) :=
+  FullAt.of_records (settle_records p f m s) hm (hJ.settle f m hm.2)
+
+theorem loop_full (f : Nat) (m : Machine) : FullAt s B J m → FullAt s B J (loop p f m) := by
+  fun_induction loop p f m <;> intro hm
+  · exact ⟨hm.1, hJ.fuel _ hm.2⟩
+  · exact hm
+  · rename_i ih
+    apply ih
+    apply endOfInstant_full p s e B J hJ hs hB hq hg hvia
+    apply settle_full p s B J hJ
+    exact ⟨fun r hr => hm.1 r (by rw [fire_records] at hr; exact hr), hJ.fire _ _ _ _ hm.2⟩
+
+/-- `full_or_short` for every run, given an invariant `J` that keeps engine `s`'s residents ready
+(`FullInvariant`): every record of stage `s` (engine `e`: a constant `tokens cap B`, no `only` on
+`advance running`, no granule, no pool admitted by it) has `tokens = B` or `demand < B`. -/
+theorem runProgram_full_or_short_of (fuel : Nat) :
+    ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B := by
+  have h0 : FullAt s B J (initial p) := by
+    refine ⟨?_, hJ.initial⟩
+    intro r hr
+    have he : (initial p).engines = idleEngines p.stages := by
+      unfold initial; dsimp only; split <;> rfl
+    rw [he, getEngineState_idleEngines_records] at hr
+    cases hr
+  unfold runProgram
+  exact (loop_full p s e B J hJ hs hB hq hg hvia _ _ (endOfInstant_full p s e B J hJ hs hB hq hg hvia _ _
+    (settle_full p s B J hJ _ _ h0))).1
+
+end Run
+
 end Serq.Kernel
