@@ -940,4 +940,69 @@ theorem startIteration_idleClear_self (p : Program) (f s : Nat) (eng : Engine) (
         intro r hr'
         simp at hr'
 
+
+/-! ### Every run, given an invariant that keeps the residents growing nothing and their threads distinct
+
+With `IdleClear` proved invariant, what is left of `FullInvariant` is an invariant `J` that gives, whenever
+engine `s` is idle, the other two parts of `PlanReady`: no resident grows a pool, no thread is twice a
+resident (`RestInvariant`). -/
+
+/-- Obligations on a machine invariant `J` that gives, whenever engine `s` is idle, residents that grow
+nothing and no thread twice among them. -/
+structure RestInvariant (p : Program) (s : Nat) (J : Machine → Prop) : Prop where
+  initial : J (initial p)
+  settle : ∀ f m, J m → J (settle p f m)
+  fire : ∀ m t ts w, J m → J (fire p { m with now := t, timers := ts } w)
+  start : ∀ f i e m, getService p.stages i = .step e → (getEngineState m.engines i).busy = false → J m →
+    J (startIteration p f i (getEngine p.engines e) m)
+  fuel : ∀ m, J m → J { m with outOfFuel := true }
+  ready : ∀ m, J m → (getEngineState m.engines s).busy = false →
+    (∀ r ∈ (getEngineState m.engines s).residents, r.grow = 0) ∧ threadsDistinct (getEngineState m.engines s).residents
+
+theorem getEngineState_idleEngines_residents : ∀ (ss : List Service) (j : Nat),
+    (getEngineState (idleEngines ss) j).residents = []
+  | [], _ => rfl
+  | _ :: _, 0 => rfl
+  | _ :: ss, j + 1 => getEngineState_idleEngines_residents ss j
+
+theorem initial_idleClear (p : Program) (s : Nat) : IdleClear s (initial p) := by
+  intro _ r hr
+  have he : (initial p).engines = idleEngines p.stages := by
+    unfold initial; dsimp only; split <;> rfl
+  rw [he, getEngineState_idleEngines_residents] at hr
+  cases hr
+
+/-- `IdleClear` and a `RestInvariant` make a `FullInvariant`, for an engine `e` with the hypotheses of
+`startIteration_full_or_short` and a cost that is never 0. -/
+theorem FullInvariant.of_rest (p : Program) (s e B : Nat) (J : Machine → Prop) (hJ : RestInvariant p s J)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+    (hq : (getEngine p.engines e).serveOnly = none) (hg : (getEngine p.engines e).granule = .num 0)
+    (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1)
+    (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
+    FullInvariant p s (fun m => IdleClear s m ∧ J m) := by
+  have hready : ∀ m, IdleClear s m ∧ J m → (getEngineState m.engines s).busy = false → PlanReady m s :=
+    fun m h hb => ⟨fun r hr => ⟨h.1 hb r hr, (hJ.ready m h.2 hb).1 r hr⟩, (hJ.ready m h.2 hb).2⟩
+  refine ⟨⟨initial_idleClear p s, hJ.initial⟩, fun f m h => ⟨settle_idleClear p f m s h.1, hJ.settle f m h.2⟩,
+    fun m t ts w h => ⟨fire_idleClear p _ w s h.1, hJ.fire m t ts w h.2⟩, ?_, fun m h => ⟨h.1, hJ.fuel m h.2⟩, hready⟩
+  intro f i e' m hi hb h
+  refine ⟨?_, hJ.start f i e' m hi hb h.2⟩
+  by_cases his : i = s
+  · subst his
+    rw [hs] at hi
+    cases hi
+    exact startIteration_idleClear_self p f i _ m B hB hq hg hvia hcost (hready m h hb)
+  · exact startIteration_idleClear_ne his p f _ m h.1
+
+/-- `full_or_short` for every run, given an invariant `J` that keeps engine `s`'s residents growing
+nothing and their threads distinct whenever it is idle (`RestInvariant`): every record of stage `s`
+(engine `e`: a constant `tokens cap B`, no `only` on `advance running`, no granule, no pool admitted by
+it, a cost that is never 0) has `tokens = B` or `demand < B`. -/
+theorem runProgram_full_or_short_of_rest (p : Program) (fuel s e B : Nat) (J : Machine → Prop) (hJ : RestInvariant p s J)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+    (hq : (getEngine p.engines e).serveOnly = none) (hg : (getEngine p.engines e).granule = .num 0)
+    (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1)
+    (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
+    ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
+  runProgram_full_or_short_of p s e B _ (FullInvariant.of_rest p s e B J hJ hs hB hq hg hvia hcost) hs hB hq hg hvia fuel
+
 end Serq.Kernel
