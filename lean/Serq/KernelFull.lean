@@ -33,6 +33,11 @@ order (`advance running by (keys)`).
 The proof is an invariant of `serveIn` (`ServeInv`), as `Serq.Full`'s of `serveRunning`: the batch
 keeps the cap `B`, its tokens are the residents' `sched`, and while budget is left every resident
 already considered has its whole demand scheduled and every other has none.
+
+For every run (`runProgram_full_or_short_of`): the same, given a machine invariant that gives
+`PlanReady` whenever the engine is idle (`FullInvariant`). Its `sched` part is proved here for every
+run (`IdleClear`, with a cost that is never 0), so what is left is an invariant that gives the other
+two, no growing resident and no thread twice (`RestInvariant`, `runProgram_full_or_short_of_rest`).
 -/
 @[expose] public section
 
