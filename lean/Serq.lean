@@ -25,6 +25,7 @@ public import Serq.KernelCodec
 public import Serq.KernelOracle
 public import Serq.KernelTiling
 public import Serq.KernelServed
+public import Serq.KernelFull
 
 /-! # serQ in Lean
 
