@@ -73,8 +73,9 @@ def test_lean_agrees_on_generated_kernel_programs():
         path = write_kernel_reproducer(first.case, first.observed, FAILURES / f"kernel{first.case_id}")
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} kernel cases diverge; the smallest is {path} "
                     f"(serq run {path}); Lean said: {first.message[:500]}")
+    traced = sum(is_traced(case.program) for _, case, _ in COLLECTED)
     report_drt(f"kernel, decide +kernel: {len(COLLECTED)} generated programs ({answers} turns, {observations} "
-               f"observations), 0 divergences, {time.monotonic() - t0:.0f} s")
+               f"observations; {traced} replay a trace), 0 divergences, {time.monotonic() - t0:.0f} s")
 
 
 # ------------------------------------------------------------------ planted bugs
@@ -501,8 +502,9 @@ def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
                     f"(kernel_case(random.Random({seed})), written to {path})")
     assert set(verdict.diverging) == {i for i, _, _ in planted}, "a planted bug was not caught"
     assert verdict.agreeing == len(items)
-    report_drt(f"kernel, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}), "
-               f"0 divergences; {len(planted)} planted-bug cases diverge as they must; interpreter "
+    traced = sum(obs.value.trace is not None for _, _, obs in items)
+    report_drt(f"kernel, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}; {traced} "
+               f"replay a trace), 0 divergences; {len(planted)} planted-bug cases diverge as they must; interpreter "
                f"{python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
 
 
