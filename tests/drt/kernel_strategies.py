@@ -9,7 +9,8 @@ and loop, end, run on a delay stage or a fifo(c) stage, hold on a random subset 
 pools of small caps, in a random order), random expressions over the attributes and `now`, one
 to four sessions of a batch or at a constant renewal gap (three programs in five, a gap of 1 to 3, the run's
 `--arrivals` the sessions) or, one program in five, as an ordered trace says (`_ordered_trace`, drawn last:
-the session block then takes one turn a row of its trace session); a pool's queue is fifo or by keys of few values (ties are common).
+the session block then takes one turn a row of its trace session); a pool's queue is fifo or by keys
+of few values (ties are common).
 The sessions meet at the fifo stage and in the pools' queues, and a hold's units or reserve above
 its cap (refused) or reading `now` (judged at every try) happen on purpose; a pool in two has a
 block of 1 to 3 units, so units and reserves are rounded up (and entries evicted block by block); a hold in two caches a prefix (and
