@@ -64,12 +64,26 @@ def check_kernel_in_lean(items: list[tuple[int, KernelCase, KernelObserved]], **
 
 
 def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: Path) -> Path:
-    """The case's IR (`serq run case.json` reruns it) and its Lean theorem (`case.lean`)."""
+    """The case's IR (`serq run case.json` reruns it) and its Lean theorem (`case.lean`); a case that
+    replays a trace has a copy of the trace beside them, which its IR names relatively (`serq run` reads
+    a trace from the program's folder), so the folder reruns wherever it is moved."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "case.json"
-    path.write_text(ir.to_json(case.program))
+    path.write_text(ir.to_json(_with_trace_beside(case.program, folder)))
     (folder / "case.lean").write_text(render_kernel_batch([(0, case, observed)], "a divergent case"))
     return path
+
+
+def _with_trace_beside(program: ir.Program, folder: Path) -> ir.Program:
+    """The program, its trace (if it replays one) copied into `folder` under its own name and named so,
+    relatively; a program without a trace as it is."""
+    arrival = program.workload.arrival
+    if not isinstance(arrival, ir.Trace):
+        return program
+    source = Path(arrival.file)
+    (folder / source.name).write_bytes(source.read_bytes())
+    workload = program.workload.model_copy(update={"arrival": arrival.model_copy(update={"file": source.name})})
+    return program.model_copy(update={"workload": workload})
 
 
 # ------------------------------------------------------------------ the compiled path

@@ -8,7 +8,9 @@ workload's init, turn and session blocks and in the server (set, observe, branch
 and loop, end, run on a delay stage or a fifo(c) stage, hold on a random subset of zero to three
 pools of small caps, in a random order), random expressions over the attributes and `now`, one
 to four sessions of a batch or at a constant renewal gap (three programs in five, a gap of 1 to 3, the run's
-`--arrivals` the sessions); a pool's queue is fifo or by keys of few values (ties are common).
+`--arrivals` the sessions) or, one program in five, as an ordered trace says (`_ordered_trace`, drawn last:
+the session block then takes one turn a row of its trace session); a pool's queue is fifo or by keys
+of few values (ties are common).
 The sessions meet at the fifo stage and in the pools' queues, and a hold's units or reserve above
 its cap (refused) or reading `now` (judged at every try) happen on purpose; a pool in two has a
 block of 1 to 3 units, so units and reserves are rounded up (and entries evicted block by block); a hold in two caches a prefix (and
@@ -33,7 +35,11 @@ show them:
 
 from __future__ import annotations
 
+import hashlib
+import os
 import random
+import tempfile
+from pathlib import Path
 
 from hypothesis import strategies as st
 
@@ -225,6 +231,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _evictions(program, rng)
     _leases(program, rng)
     _granule(program, rng)
+    program = _ordered_trace(program, rng)
     return KernelCase(program)
 
 
@@ -610,6 +617,86 @@ def _granule(program: ir.Program, rng: random.Random) -> None:
     for engine in engines:
         engine.granule = rng.choice([_num(1), _num(2), _num(2), _num(3),
                                      _bin("add", _num(1), _bin("mod", ir.Ctx(var="residents"), _num(2)))])
+
+
+TRACE_ATTRIBUTES = ["forced", "more", "new", "out", "think"]  # what a trace's turn sets (sizes, built in)
+THINKS = [0, 0, 1, 3]
+
+
+def trace_folder() -> Path:
+    """Where the generated traces are written: `$TMPDIR/serq-kernel-drt-traces`."""
+    return Path(tempfile.gettempdir()) / "serq-kernel-drt-traces"
+
+
+def _write_trace(text: str) -> Path:
+    """The trace's file, named by its content (`trace-<sha16>.csv`), so that reruns and pytest's workers
+    write and read the same file; written once, atomically (a worker never reads a half-written one)."""
+    folder = trace_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"trace-{hashlib.sha256(text.encode()).hexdigest()[:16]}.csv"
+    if not path.exists() or path.read_text() != text:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
+
+
+def _ordered_trace(program: ir.Program, rng: random.Random) -> ir.Program:
+    """Drawn last (the rest stays what the seed gave before): a program in five replays an ordered trace
+    (`trace "file.csv" ordered;`) of 1 to 4 sessions of 1 to 3 turns each, arriving at times 0 to 3 (ties
+    common), the file written one in two in reverse arrival order, so that the file's order (which
+    breaks the ties between sessions arriving, and between turns created, at one instant) is not the
+    arrival order; each turn's `new` and `out` 0 to 6, `think` of {0, 0, 1, 3}, `forced` 0 or 1. The
+    session block becomes `turn; while (more) { S; observe o = (new | out | forced); run d (think);
+    turn; }`, S its statements without their turns, so that it takes its trace session's turns, one a
+    row (`more` is 1 but on the last)."""
+    if rng.randrange(5):
+        return program
+    n = rng.randint(1, 4)
+    times = sorted(rng.randint(0, 3) for _ in range(n))
+    turns = [[(rng.randint(0, 6), rng.randint(0, 6), rng.choice(THINKS), rng.randint(0, 1))
+              for _ in range(rng.randint(1, 3))] for _ in range(n)]
+    ids = rng.sample(range(10), n)
+    order = list(range(n))
+    if rng.randrange(2):
+        order.reverse()
+    lines = ["session,arrive,new,out,think,forced"]
+    for i in order:
+        lines += [",".join(map(str, (ids[i], times[i], *row))) for row in turns[i]]
+    path = _write_trace("\n".join(lines) + "\n")
+
+    def without_turns(body: list) -> list:
+        out = []
+        for stmt in body:
+            if isinstance(stmt, ir.TurnStmt):
+                continue
+            for name in ("then", "otherwise", "body"):
+                if isinstance(getattr(stmt, name, None), list):
+                    setattr(stmt, name, without_turns(getattr(stmt, name)))
+            out.append(stmt)
+        return out
+
+    program = program.model_copy(deep=True)
+    w = program.workload
+    seen = rng.choice(["new", "out", "forced"])
+    w.session = [ir.TurnStmt(), ir.WhileStmt(test=ir.Attr(name="more"), body=[
+        *without_turns(w.session),
+        ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name=seen)),
+        ir.RunStmt(stages=[ir.StageRef(stage=STAGE)], work=ir.CostOf(resources=[STAGE], arg=ir.Attr(name="think"))),
+        ir.TurnStmt()])]
+    w.arrival = ir.Trace(file=str(path), ordered=True)
+    program.settings.arrivals = None
+    declared = {a.name for a in program.attributes}
+    program.attributes = sorted([*program.attributes, *(ir.Attribute(name=a, type="size", side="builtin")
+                                                         for a in TRACE_ATTRIBUTES if a not in declared)],
+                                key=lambda a: a.name)
+    return program
+
+
+def is_traced(program: ir.Program) -> bool:
+    """Whether the program replays a trace (its arrival is `trace "…" ordered;`)."""
+    return isinstance(program.workload.arrival, ir.Trace)
 
 
 def kernel_cases():

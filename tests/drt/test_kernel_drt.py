@@ -19,12 +19,13 @@ import sys
 import time
 from collections import deque
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from helpers import REPO, report_drt
-from kernel_strategies import kernel_case, kernel_cases
+from kernel_strategies import is_traced, kernel_case, kernel_cases, trace_folder
 from serq.ir import models as ir
 from serq.ir.validate import validate
 from serq.leangen.kernel import recorded_run
@@ -35,6 +36,7 @@ from serq.sim.engine import Engine
 from serq.sim.pools import PoolMember
 from serq.sim.stages import FifoStage
 from serq.sim.steps import StepStage
+from serq.sim.trace import TraceReplay
 
 KERNEL_DRT_CASES = int(os.environ.get("SERQ_KERNEL_DRT_CASES", "300"))
 KERNEL_DRT_COMPILED = int(os.environ.get("SERQ_KERNEL_DRT_COMPILED", "10000"))
@@ -71,8 +73,9 @@ def test_lean_agrees_on_generated_kernel_programs():
         path = write_kernel_reproducer(first.case, first.observed, FAILURES / f"kernel{first.case_id}")
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} kernel cases diverge; the smallest is {path} "
                     f"(serq run {path}); Lean said: {first.message[:500]}")
+    traced = sum(is_traced(case.program) for _, case, _ in COLLECTED)
     report_drt(f"kernel, decide +kernel: {len(COLLECTED)} generated programs ({answers} turns, {observations} "
-               f"observations), 0 divergences, {time.monotonic() - t0:.0f} s")
+               f"observations; {traced} replay a trace), 0 divergences, {time.monotonic() - t0:.0f} s")
 
 
 # ------------------------------------------------------------------ planted bugs
@@ -338,6 +341,21 @@ def _lease_never_expires():
         yield
 
 
+@contextmanager
+def _trace_replayed_in_arrival_order():
+    """A planted bug in the interpreter's trace replay: the k-th session to arrive replays the file's k-th
+    trace session (`serial % n`), not the one whose arrival it is, as if the file were in arrival order (a
+    program without a trace, or whose trace's file is in arrival order, is left as it is)."""
+    def assign(self, E, S):
+        if self.pending:
+            self.pending.pop()
+        i = S.serial % len(self.sessions)
+        S.trace, S.trace_no, S.trace_pos = self.sessions[i], i, 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(TraceReplay, "assign", assign)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -368,7 +386,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "requeue_at_the_tail": _by_patching(_requeue_at_the_tail),
            "evicts_in_release_order": _by_patching(_evicts_in_release_order),
            "lease_never_expires": _by_patching(_lease_never_expires),
-           "granule_admits_after": _by_patching(_granule_admits_after)}
+           "granule_admits_after": _by_patching(_granule_admits_after),
+           "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's eighth is past 2 000 since engines draw a granule)
 
 
@@ -416,6 +435,31 @@ def test_a_kernel_reproducer_reruns(tmp_path):
     assert run.returncode == 0, run.stderr
 
 
+def test_a_trace_cases_reproducer_reruns_from_its_folder(tmp_path):
+    """A case that replays a trace is written with a copy of its trace beside case.json, which the IR names
+    relatively: the folder, moved anywhere, reruns (`serq run case.json` from another directory) and
+    records what the case recorded."""
+    import shutil
+    seed = next(seed for seed in range(200) if is_traced(kernel_case(random.Random(seed)).program))
+    case = kernel_case(random.Random(seed))
+    observed = observe_kernel(case)
+    original = Path(case.program.workload.arrival.file)
+    assert original.parent == trace_folder() and original.name.startswith("trace-")
+    write_kernel_reproducer(case, observed, tmp_path / "written" / "kernel0")
+    folder = tmp_path / "elsewhere" / "kernel0"
+    folder.parent.mkdir()
+    shutil.move(tmp_path / "written" / "kernel0", folder)
+    assert sorted(p.name for p in folder.iterdir()) == sorted(["case.json", "case.lean", original.name])
+    assert (folder / original.name).read_bytes() == original.read_bytes()
+    program = ir.from_json((folder / "case.json").read_text())
+    assert program.workload.arrival.file == original.name and str(trace_folder()) not in (folder / "case.json").read_text()
+    run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(folder / "case.json")], capture_output=True,
+                         text=True, cwd=tmp_path,  # (elsewhere: this checkout's serq, first on the path)
+                         env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
+    assert run.returncode == 0, run.stderr
+    assert tuple(recorded_run(program, observed.value, folder)[0]) == observed.sessions
+
+
 # ------------------------------------------------------------------ the compiled path
 def test_a_case_line_is_the_programs_tokens():
     """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first."""
@@ -458,8 +502,9 @@ def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
                     f"(kernel_case(random.Random({seed})), written to {path})")
     assert set(verdict.diverging) == {i for i, _, _ in planted}, "a planted bug was not caught"
     assert verdict.agreeing == len(items)
-    report_drt(f"kernel, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}), "
-               f"0 divergences; {len(planted)} planted-bug cases diverge as they must; interpreter "
+    traced = sum(obs.value.trace is not None for _, _, obs in items)
+    report_drt(f"kernel, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}; {traced} "
+               f"replay a trace), 0 divergences; {len(planted)} planted-bug cases diverge as they must; interpreter "
                f"{python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
 
 
