@@ -24,6 +24,7 @@ public import Serq.KernelTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
 public import Serq.KernelTiling
+public import Serq.Backlog
 
 /-! # serQ in Lean
 
