@@ -9,6 +9,8 @@ public import Papers.Claims.SmithSpt
 public import Papers.Claims.Fastertransformer
 public import Papers.Claims.Rad
 public import Serq.OneAtATime
+public import Serq.Backlog
+public import Papers.Claims.DaiBacklog
 
 /-! # The proofs of the paper programs' claims
 
@@ -160,5 +162,32 @@ part is `Serq.Kernel.tokensFor_tiled` (a prefill whose remainder is whole granul
 granules); the invariant over every run is not yet proved (docs/lean.md, issue 14 result 4). -/
 theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 :=
   Serq.Kernel.EveryIterationOfRun.of_eval _ _ _ _ (by decide +kernel)
+
+/-! ## The pathwise bounded backlog (`dai_backlog.sq`), Dai et al. 2025, Theorem 2(b) -/
+
+/-- Every workload of the family has the renewal arrivals `Serq.backlog_bounded` needs: the `k`-th
+session (from 0) at step `(k + 1) · 2`, one turn of a 32-token prompt and one output token. -/
+theorem dai_backlog_renewal : ∀ (k : Nat) (ss : List Session),
+    everySession Papers.Claims.DaiBacklog.sessionOk k ss = true → Renewal 2 32 k ss
+  | _, [], _ => trivial
+  | k, s :: ss, h => by
+    simp only [everySession, Bool.and_eq_true] at h
+    obtain ⟨hs, hrest⟩ := h
+    simp only [Papers.Claims.DaiBacklog.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_renewal (k + 1) ss hrest⟩
+
+/-- The bounded backlog for every workload of the family: the engine (budget 16, no prefix cache,
+four request slots, 64 KV blocks of 16 tokens) meets `backlog_bounded`'s hypotheses with `g = 2` and
+`P = 32` (`32 ≤ 16 · 2`, the prompt's 2 blocks fit), so at every iteration
+`arrived · 32 ≤ served + 32` (lean/Serq/Backlog.lean). -/
+theorem dai_bounded_backlog : Papers.Claims.DaiBacklog.bounded_backlog_b95a3dc750f3 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklog.family, Bool.and_eq_true] at hfam
+  have h := backlog_bounded Papers.Claims.DaiBacklog.engine 2 32 ss rfl (by decide) (by decide) (by decide)
+    (dai_backlog_renewal 0 ss hfam.2) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
 
 end Papers
