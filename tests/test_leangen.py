@@ -1098,6 +1098,8 @@ EXPORTED = {
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",
+    # a renewal workload without `--arrivals N`: the engine model takes given arrival times only
+    "papers/dai_backlog.sq": "`renewal` arrivals",
 }
 
 
