@@ -168,7 +168,7 @@ theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 :=
 /-- Every workload of the family has the renewal arrivals `Serq.backlog_bounded` needs: the `k`-th
 session (from 0) at step `(k + 1) · 2`, one turn of a 32-token prompt and one output token. -/
 theorem dai_backlog_renewal : ∀ (k : Nat) (ss : List Session),
-    everySession Papers.Claims.DaiBacklog.sessionOk k ss = true → Renewal 2 32 k ss
+    everySession Papers.Claims.DaiBacklog.sessionOk k ss = true → RenewalSessions 2 32 k ss
   | _, [], _ => trivial
   | k, s :: ss, h => by
     simp only [everySession, Bool.and_eq_true] at h

@@ -9,9 +9,9 @@ An engine with a token budget `B` serving requests of `P` tokens of work that ar
 `g` steps never falls behind when the work arriving per gap fits the budget (`P ≤ B · g`): at
 every iteration, the work that has arrived (the sessions arrived, those due at the iteration's
 start included, times `P`) exceeds the tokens served before it by at most one request's work,
-`arrived · P ≤ served + P`. Pathwise: for every run, not in expectation.
+`arrived · P ≤ served + P` (`Serq.backlog_bounded`). Pathwise: for every run, not in expectation.
 
-The workload (`Renewal g P`): the `k`-th session (from 0) arrives at step `(k + 1) · g` with one
+The workload (`RenewalSessions g P`): the `k`-th session (from 0) arrives at step `(k + 1) · g` with one
 turn of a `P`-token prompt and at most one output token (the prefill samples it, so a request's
 work is its prompt: no decode follows). The engine: no prefix cache (`caching = false`), a positive
 request cap, a prompt that fits the KV pool (`blocksFor blockSize P ≤ kvBlocks`). Any chunk cap
@@ -39,9 +39,9 @@ namespace Serq
 
 /-- The renewal workload from the `k`-th session on: the `k`-th (from 0) arrives at step
 `(k + 1) · g`, with exactly one turn, of `P` prompt tokens and at most one output token. -/
-def Renewal (g P : Nat) : Nat → List Session → Prop
+def RenewalSessions (g P : Nat) : Nat → List Session → Prop
   | _, [] => True
-  | k, s :: ss => s.arrive = (k + 1) * g ∧ (∃ t, s.turns = [t] ∧ t.new = P ∧ t.out ≤ 1) ∧ Renewal g P (k + 1) ss
+  | k, s :: ss => s.arrive = (k + 1) * g ∧ (∃ t, s.turns = [t] ∧ t.new = P ∧ t.out ≤ 1) ∧ RenewalSessions g P (k + 1) ss
 
 namespace Backlog
 
@@ -51,7 +51,7 @@ theorem blocksFor_mono (b : Nat) {s t : Nat} (h : s ≤ t) : blocksFor b s ≤ b
   · exact Nat.le_refl _
   · exact Nat.div_le_div_right (by omega)
 
-theorem renewal_turns (g P : Nat) : ∀ (k : Nat) (ss : List Session), Renewal g P k ss →
+theorem renewal_turns (g P : Nat) : ∀ (k : Nat) (ss : List Session), RenewalSessions g P k ss →
     ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out ≤ 1
   | _, [], _, s, hs => by simp at hs
   | k, x :: xs, ⟨_, ⟨t, ht, _, hout⟩, hrest⟩, s, hs => by
@@ -112,7 +112,7 @@ theorem insertPending_front (p : Pending) : ∀ (ps : List Pending), (∀ q ∈ 
     simp [insertPending, pendingBefore, hq]
 
 /-- The first turns of a renewal workload are spaced by the gap, from the first arrival on. -/
-theorem firstTurns_spaced (g P : Nat) (hg : 0 < g) : ∀ (k : Nat) (ss : List Session), Renewal g P k ss →
+theorem firstTurns_spaced (g P : Nat) (hg : 0 < g) : ∀ (k : Nat) (ss : List Session), RenewalSessions g P k ss →
     Spaced g P ((k + 1) * g) (firstTurns k ss)
   | _, [], _ => trivial
   | k, s :: ss, ⟨ha, ⟨t, ht, hnew, _⟩, hrest⟩ => by
@@ -377,7 +377,7 @@ theorem plan_busy (eng : Engine) (m : Machine) (r : Res) (P : Nat) (hr : m.runni
   omega
 
 /-- The invariant holds of the empty machine. -/
-theorem init_inv (eng : Engine) (g P : Nat) (ss : List Session) (hg : 0 < g) (hw : Renewal g P 0 ss) :
+theorem init_inv (eng : Engine) (g P : Nat) (ss : List Session) (hg : 0 < g) (hw : RenewalSessions g P 0 ss) :
     Inv eng g P (init ss) where
   waiting := rfl
   running := Or.inl rfl
@@ -582,7 +582,7 @@ its KV pool; any chunk cap and either schedule. That the request cap and the KV 
 that nothing is preempted follows: at most one request is ever in flight. -/
 theorem backlog_bounded (eng : Engine) (g P : Nat) (ss : List Session)
     (hcache : eng.caching = false) (hcap : 0 < eng.reqsCap) (hfits : blocksFor eng.blockSize P ≤ eng.kvBlocks)
-    (hwork : P ≤ eng.budget * g) (hw : Renewal g P 0 ss) (fuel : Nat) :
+    (hwork : P ≤ eng.budget * g) (hw : RenewalSessions g P 0 ss) (fuel : Nat) :
     ∀ r ∈ (run eng ss fuel (init ss)).records, r.arrived * P ≤ r.served + P := by
   rcases Nat.eq_zero_or_pos P with hP | hP
   · intro r _

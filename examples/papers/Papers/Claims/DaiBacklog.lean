@@ -19,7 +19,7 @@ namespace Papers.Claims.DaiBacklog
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "e346b6029cb2168dc45858bd20ab53e8f105fdbe67ba23f5666617f3445a21e1"
+def irDigest : String := "0b2ec0921a8f07288fd2a054bd8f0c4a9c3fcd9232a7dcc6f717539b39733e56"
 
 /-- The engine: tokens cap 16, request slots 4, 64 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
 def engine : Engine := ⟨16, 4, 64, 16, 0, false, false⟩
@@ -32,7 +32,7 @@ def sessionOk (k : Nat) (s : Session) : Bool :=
 def family (ss : List Session) : Bool :=
   decide (ss.length ≤ 500) && everySession sessionOk 0 ss
 
-/-- `claim bounded_backlog: every iteration of llm (arrived * W <= served + W);` (dai_backlog.sq:78:3) -/
+/-- `claim bounded_backlog: every iteration of llm (arrived * W <= served + W);` (dai_backlog.sq:79:3) -/
 def bounded_backlog_b95a3dc750f3 : Prop :=
   EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (32 : Int)) ≤ ((r.served : Int) + (32 : Int)))))
 
