@@ -596,4 +596,13 @@ theorem backlog_bounded (eng : Engine) (g P : Nat) (ss : List Session)
       ⟨hcache, hcap, hfits, hP, hg, hwork, Backlog.renewal_turns g P 0 ss hw⟩
     exact (Backlog.run_inv eng g P ss hy fuel (init ss) (Backlog.init_inv eng g P ss hg hw)).records
 
+/-- The work per gap must fit the budget: with a gap of 1 (32 > 16 · 1), session 0 arrives at 1 and
+is served 16 of its 32 tokens; at 2 session 1 arrives and the iteration's record has
+`arrived · 32 = 64 > served + 32 = 48` (the broken variant of `dai_backlog.sq`, tested on the
+interpreter's path too). -/
+example : (run ⟨16, 4, 64, 16, 0, false, false⟩ [⟨1, [⟨32, 1, 0, false⟩]⟩, ⟨2, [⟨32, 1, 0, false⟩]⟩] 3
+    (init [⟨1, [⟨32, 1, 0, false⟩]⟩, ⟨2, [⟨32, 1, 0, false⟩]⟩])).records.any
+      (fun r => r.start == 2 && r.arrived == 2 && r.served == 16) = true := by
+  decide +kernel
+
 end Serq
