@@ -202,6 +202,13 @@ def test_dai_backlog_fails_with_a_prompt_longer_than_the_budget_per_gap(tmp_path
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 4.0, 2)
 
 
+def test_dai_backlog_holds_with_the_prefix_cache_on(tmp_path):
+    # Serq.backlog_bounded allows a prefix cache: each session has one turn, so the cache holds only
+    # earlier sessions' prefixes and nothing is reused; the path is the one without the cache
+    out = _run_json(_dai_variant(tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
+    assert out["bounded_backlog"]["result"] == "holds"
+
+
 def test_dai_backlog_family_is_the_constant_renewal():
     # a constant `renewal(g)` is a family whose k-th session (from 0) arrives at (k + 1) * g
     module = claims_module(DAI)

@@ -178,14 +178,14 @@ theorem dai_backlog_renewal : ∀ (k : Nat) (ss : List Session),
     simp only [Bool.and_eq_true, beq_iff_eq] at hok
     exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_renewal (k + 1) ss hrest⟩
 
-/-- The bounded backlog for every workload of the family: the engine (budget 16, no prefix cache,
-four request slots, 64 KV blocks of 16 tokens) meets `backlog_bounded`'s hypotheses with `g = 2` and
-`P = 32` (`32 ≤ 16 · 2`, the prompt's 2 blocks fit), so at every iteration
+/-- The bounded backlog for every workload of the family: the engine (budget 16, four request slots,
+64 KV blocks of 16 tokens) meets `backlog_bounded`'s hypotheses with `g = 2` and `P = 32`
+(`32 ≤ 16 · 2`, the prompt's 2 blocks fit), so at every iteration
 `arrived · 32 ≤ served + 32` (lean/Serq/Backlog.lean). -/
 theorem dai_bounded_backlog : Papers.Claims.DaiBacklog.bounded_backlog_b95a3dc750f3 := by
   intro ss hfam fuel r hr
   simp only [Papers.Claims.DaiBacklog.family, Bool.and_eq_true] at hfam
-  have h := backlog_bounded Papers.Claims.DaiBacklog.engine 2 32 ss rfl (by decide) (by decide) (by decide)
+  have h := backlog_bounded Papers.Claims.DaiBacklog.engine 2 32 ss (by decide) (by decide) (by decide)
     (dai_backlog_renewal 0 ss hfam.2) fuel r hr
   simp only [decide_eq_true_eq]
   omega
