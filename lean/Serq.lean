@@ -24,6 +24,9 @@ public import Serq.KernelTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
 public import Serq.KernelTiling
+public import Serq.KernelServed
+public import Serq.KernelFull
+public import Serq.KernelFullRun
 public import Serq.Backlog
 
 /-! # serQ in Lean

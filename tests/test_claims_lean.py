@@ -14,7 +14,7 @@ import pytest
 
 from helpers import REPO
 from serq.errors import SerqError
-from serq.leangen.claims import claims_module, paper_programs, stale_claims
+from serq.leangen.claims import KernelClaimsModule, claims_module, paper_programs, stale_claims
 
 PAPERS = REPO / "examples" / "papers"
 
@@ -29,7 +29,7 @@ def _run_json(path: Path, *args: str) -> dict:
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
-                                          "rad.sq", "dai_backlog.sq"}
+                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -159,6 +159,41 @@ def test_rads_claim_is_stated_about_the_kernel_run():
     assert st["tiled"].body == ("EveryIterationOfRun program stage fuel (fun r => "
                                 "(((r.prefilled : Int) % (4 : Int)) == (0 : Int)))")
     assert "engines := [⟨(.num 8), (.num 4), (.num 1), [], none, none, true, (.num 4)⟩]" in module.text()
+
+
+@pytest.mark.parametrize("sessions", ["1", "6", "40"])
+def test_the_tiled_token_rate_holds_on_the_simulated_path(sessions):
+    # served * 262 <= 256 * now at every iteration: budget 256 (two tiles of 128), execute 3 a tile + 1 a token
+    assert _run_json(PAPERS / "bari_rate.sq", "--", f"sessions={sessions}")["token_rate"]["result"] == "holds"
+
+
+def test_the_tiled_token_rate_fails_with_a_budget_that_is_not_whole_tiles(tmp_path):
+    # the broken variant: a budget of 300 tokens (not whole tiles of 128), Tfull = 3 * ceil(300 / 128) + 300
+    # = 309, one request at a time prompting 256 tokens. Iteration 0 (time 0) prefills 256 tokens and lasts
+    # 3 * 2 + 256 = 262; iteration 1 starts at 262 with 256 served: 256 * 309 = 79 104 > 300 * 262 = 78 600
+    text = (PAPERS / "bari_rate.sq").read_text()
+    edits = [("let B = m * T; ", "let B = 300;   "), ("let Tfull = a * m + b * B; ", "let Tfull = a * 3 + b * B; "),
+             ("reqs cap 4;", "reqs cap 1;"), ("set new = 100 + 150 * (serial % 3);", "set new = 256;")]
+    for old, new in edits:
+        assert old in text, old
+        text = text.replace(old, new)
+    broken = tmp_path / "bari_untiled_budget.sq"
+    broken.write_text(text)
+    failed = _run_json(broken)["token_rate"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 262.0, 1)
+
+
+def test_the_tiled_token_rate_is_stated_about_the_kernel_run():
+    # the engine model refuses the program (its engine is no vLLM settings), so the claim is the kernel's,
+    # about the program's own run; the cost is lowered as runProgram_tiled_served_rate's hypothesis reads it
+    module = claims_module(PAPERS / "bari_rate.sq")
+    assert isinstance(module, KernelClaimsModule)
+    st = {s.claim: s for s in module.statements}
+    assert st["token_rate"].body == ("EveryIterationOfRun program stage fuel (fun r => "
+                                     "(decide (((r.served : Int) * (262 : Int)) ≤ ((256 : Int) * (r.start : Int)))))")
+    assert ("engines := [⟨(.num 256), (.num 0), (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) "
+            "(.num 127)) 128)) (.bin .mul (.num 1) (.stageVar 0))), [], none, none, true, (.num 0)⟩]") in module.text()
+    assert "engine `llm` is not expressible as vLLM settings" in module.text()
 
 
 # --- dai_backlog.sq: the pathwise bounded backlog (Dai et al. 2025, Th. 2(b); Serq.backlog_bounded) ---
@@ -312,14 +347,6 @@ def _module_of(tmp_path: Path, edit) -> Path:
      "reads `total(tpot)`: the model records the client's response and ttft and the observes after"),
     (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    observe t = now;"),
      "observe `t`: in the model an observed value is a natural number built from the turn's `new` and `out`"),
-    # the model runs the oracle program's request: a request that differs is not what it proves about
-    (lambda s: s.replace("decode (o - 1 - (known - prompt)) growing kv;", "decode (o - (known - prompt)) growing kv;"),
-     "the server's statement 4 is not the oracle request's (vllm_request.sq: the model runs that request)"),
-    # an observe after the request records once per answered turn; one before it would not
-    (lambda s: s.replace("set prompt = context + new;", "observe x = new;\n    set prompt = context + new;"),
-     "the server's statement 1 is not the oracle request's"),
-    (lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;"),
-     "the server has 5 statements, the oracle request 4"),
 ])
 def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, edit, phrase):
     with pytest.raises(SerqError) as e:
@@ -328,6 +355,37 @@ def test_claims_outside_the_fragment_are_refused_with_the_construct(tmp_path, ed
     assert "outside the Lean fragment" in e.value.message
     if "not a natural number" in phrase or "attribute `" in phrase:
         assert e.value.span is not None, "an attribute's refusal names its `set`"
+
+
+@pytest.mark.parametrize("edit", [
+    # the engine model runs the oracle program's request only: a request that differs, an observe
+    # before it, a statement after it
+    lambda s: s.replace("decode (o - 1 - (known - prompt)) growing kv;", "decode (o - (known - prompt)) growing kv;"),
+    lambda s: s.replace("set prompt = context + new;", "observe x = new;\n    set prompt = context + new;"),
+    lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;"),
+])
+def test_a_server_other_than_the_oracle_request_is_stated_about_the_kernel_run(tmp_path, edit):
+    """The engine model states claims for the workload family of the oracle request; another server is
+    the kernel's: the claims are stated about the program's own run (its bundled batch of 4), to its end."""
+    m = claims_module(_module_of(tmp_path, edit))
+    assert isinstance(m, KernelClaimsModule)
+    assert [(st.claim, st.body.split(" ")[0]) for st in m.statements] == [
+        ("work_conserving", "EveryIterationOfRun"), ("capped_batch_idles", "SomeIterationOfRun")]
+    assert "def program" in m.text() and m.stage_name == "llm"
+
+
+def test_claims_outside_both_models_give_both_reasons(tmp_path):
+    # another server (the engine model's refusal) and a draw (the kernel's): both reasons, the kernel's first
+    path = _module_of(tmp_path, lambda s: s.replace("llm (prompt, out, hit);", "llm (prompt, out, hit);\n    set y = 1;")
+                      .replace("set out = D;", "set out = ceil(~uniform(0, D));"))
+    with pytest.raises(SerqError) as e:
+        claims_module(path)
+    msg = e.value.message
+    assert msg.startswith("outside the Lean kernel fragment: a draw `~uniform(…)`: the fragment's programs are "
+                          "deterministic; nor is it in the engine model's fragment (Serq.Exec): ")
+    assert "p.sq:" in msg and "the server has 5 statements, the oracle request 4" in msg
+    assert e.value.span is not None and e.value.span.line == next(
+        n for n, t in enumerate(path.read_text().splitlines(), 1) if "~uniform" in t)
 
 
 def test_given_restricts_the_family(tmp_path):
@@ -413,7 +471,10 @@ def test_serq_lean_claims_prints_the_generated_module_or_refuses_with_the_locati
     out = subprocess.run([sys.executable, "-m", "serq.cli", "lean", "claims", str(SJF)],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 1 and "Traceback" not in out.stderr
-    assert "sjf.sq:27:3: error: outside the Lean fragment:" in out.stderr
+    # outside both: the kernel's reason (a draw) at its place, then the engine model's at the engine
+    assert "sjf.sq:58:7: error: outside the Lean kernel fragment: a draw `~uniform(…)`" in out.stderr
+    assert (f"nor is it in the engine model's fragment (Serq.Exec): {SJF}:27:3: engine `llm` "
+            "is not expressible as vLLM settings") in out.stderr
     assert "FCFS policy serves its waiting queue first come, first served" in out.stderr
 
 

@@ -369,6 +369,8 @@ for i, line in enumerate(text.splitlines(), 1):
         print("RangeError: Maximum call stack size exceeded", file=sys.stderr)
         print("    at wasm://wasm/1ca5ceba:wasm-function[141066]:0x70b2bad", file=sys.stderr)
         print("Node.js v20.20.2", file=sys.stderr); rc = 1
+    if "CUT" in line:  # a message cut off as the process exits (the end of a long goal never written)
+        sys.stdout.write('{"severity": "error", "pos": {"line": 1, "column": 0}, "data": "unsolved goals\\n⊢ x'); rc = 1
 time.sleep(float(os.environ.get("FAKE_LEAN_SLEEP", "0")))
 if rc == 0 and out:
     open(out, "w").write("olean of " + src)
@@ -522,6 +524,19 @@ def test_a_crash_without_a_message_is_reported_with_its_cause(fake_project, tmp_
     assert not result.ok and result.returncode == 1
     assert [d.message for d in result.errors] == [
         "Lean exited with status 1 without a message (RangeError: Maximum call stack size exceeded)"]
+
+
+def test_a_cut_off_message_is_shown_not_dropped(fake_project, tmp_path):
+    """A process that exits in the middle of writing a message: what it wrote is the error's cause
+    (it was dropped as a message that did not parse, and the error said "no output")."""
+    root, _ = fake_project
+    cut = tmp_path / "Cut.lean"
+    cut.write_text("-- CUT\n")
+    result = B.compile_files([cut], root=root)[0]
+    assert not result.ok and result.returncode == 1
+    [error] = result.errors
+    assert error.message.startswith("Lean exited with status 1 without a message ({\"severity\": \"error\"")
+    assert "unsolved goals" in error.message
 
 
 def test_fake_build_runs_at_most_jobs_and_slots_at_once(fake_project, monkeypatch):

@@ -84,7 +84,10 @@ def test_export_refusal_names_the_location():
     from serq.cli import main
     r = CliRunner().invoke(main, ["lean", "export", str(REPO / "examples/multi-turn/vllm.sq")])
     assert r.exit_code == 1
-    assert "vllm.sq:25:3: error: outside the Lean fragment" in r.output
+    # outside both models: the kernel's reason at its construct, then the engine model's at its own
+    assert ("vllm.sq:25:3: error: outside the Lean kernel fragment: the number 0.001: the fragment computes "
+            "over the natural numbers; nor is it in the engine model's fragment (Serq.Exec): ") in r.output
+    assert "vllm.sq:25:3: engine `vllm` is not on the step clock (`execute (1)`)" in r.output
 
 
 @pytest.mark.lean
@@ -772,8 +775,8 @@ def test_kernel_export_refuses_an_arrival_law_at_its_location(tmp_path, law, set
 
 
 def test_engine_model_export_refuses_an_arrival_law_at_its_location():
-    """A program with a step engine that is vLLM's settings is refused by the engine model (it takes
-    given arrival times), at the `arrive` statement."""
+    """A program with a step engine that is vLLM's settings is refused by both models for its arrival
+    law, each at the `arrive` statement: the kernel's reason first, then the engine model's."""
     from click.testing import CliRunner
 
     from serq.cli import main
@@ -781,8 +784,10 @@ def test_engine_model_export_refuses_an_arrival_law_at_its_location():
     line = next(n for n, text in enumerate(sarathi.read_text().splitlines(), 1) if "arrive poisson" in text)
     r = CliRunner().invoke(main, ["lean", "export", str(sarathi)])
     assert r.exit_code == 1, r.output
-    assert (f"sarathi.sq:{line}:5: error: outside the Lean fragment: the workload's `poisson` arrivals: "
-            "the model takes given arrival times") in r.output
+    assert (f"sarathi.sq:{line}:5: error: outside the Lean kernel fragment: the workload's `poisson` arrivals: "
+            "the fragment's sessions arrive together") in r.output
+    assert (f"; nor is it in the engine model's fragment (Serq.Exec): {sarathi}:{line}:5: "
+            "the workload's `poisson` arrivals: the model takes given arrival times") in r.output
 
 
 def _blocks_program(folder: Path):
@@ -1095,11 +1100,13 @@ EXPORTED = {
     "papers/li_dai_peng.sq": "Serq.Kernel", "papers/sarathi.sq": "`poisson` arrivals",
     "papers/fastertransformer.sq": "Serq.Kernel", "oracle/vllm_request_phased.sq": "Serq.Exec",
     "papers/rad.sq": "Serq.Kernel",
+    "papers/bari_rate.sq": "Serq.Kernel",
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",
-    # a renewal workload without `--arrivals N`: the engine model takes given arrival times only
-    "papers/dai_backlog.sq": "`renewal` arrivals",
+    # a renewal workload without `--arrivals N` (with it, the kernel fragment; the engine model takes
+    # given arrival times only)
+    "papers/dai_backlog.sq": "`arrive renewal(g)` without `--arrivals N`",
 }
 
 

@@ -8,6 +8,8 @@ public import Papers.Claims.LiDaiPeng
 public import Papers.Claims.SmithSpt
 public import Papers.Claims.Fastertransformer
 public import Papers.Claims.Rad
+public import Papers.Claims.BariRate
+public import Serq.KernelServed
 public import Serq.OneAtATime
 public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
@@ -162,6 +164,22 @@ part is `Serq.Kernel.tokensFor_tiled` (a prefill whose remainder is whole granul
 granules); the invariant over every run is not yet proved (docs/lean.md, issue 14 result 4). -/
 theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 :=
   Serq.Kernel.EveryIterationOfRun.of_eval _ _ _ _ (by decide +kernel)
+
+/-! ## The token rate with an iteration's cost (`bari_rate.sq`), Bari et al. 2025 Th. 1 -/
+
+/-- Every iteration has `served · 262 ≤ 256 · now`: a budget of two tiles of 128 tokens (`B = 256`) and
+`execute (3 * ceil(batch.tokens / 128) + batch.tokens)`, a full iteration lasting `Tfull = 3·2 + 256 = 262`.
+The bound per record holds in every run of every program with this engine
+(`Serq.Kernel.runProgram_tiled_served_rate`, lean/Serq/KernelServed.lean, no hypothesis on the run);
+what the statement adds, that this program's run ends within the fuel, the kernel checks by
+evaluation. -/
+theorem bari_token_rate : Papers.Claims.BariRate.token_rate_fa03f89d2217 := by
+  unfold Papers.Claims.BariRate.token_rate_fa03f89d2217 Serq.Kernel.EveryIterationOfRun
+  refine ⟨by decide +kernel, fun r hr => ?_⟩
+  have h := Serq.Kernel.runProgram_tiled_served_rate Papers.Claims.BariRate.program Papers.Claims.BariRate.fuel
+    0 0 3 1 128 2 (by decide) rfl rfl rfl r hr
+  simp only [decide_eq_true_eq]
+  omega
 
 /-! ## The pathwise bounded backlog (`dai_backlog.sq`), Dai et al. 2025, Theorem 2(b) -/
 

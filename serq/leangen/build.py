@@ -462,6 +462,17 @@ def crash_cause(output: str) -> str:
     return next((ln for ln in lines if _CRASH_LINE.search(ln)), lines[-1])
 
 
+def _is_json_message(line: str) -> bool:
+    """A line of Lean's `--json` output that is a message; any other line (a cut-off message
+    included) is output to show when the process fails without one."""
+    if not line.startswith("{"):
+        return False
+    try:
+        return isinstance(json.loads(line), dict)
+    except ValueError:
+        return False
+
+
 def parse_json_messages(stdout: str, base: Path, project_root: Path | None) -> list[Diagnostic]:
     """Lean's `--json` messages (one per line, starting with `{`) as Diagnostics."""
     out: list[Diagnostic] = []
@@ -501,38 +512,32 @@ def _run_measured(cmd: list[str], cwd: Path, env: dict, timeout: float | None, s
     """Run `cmd`, its standard input the file `stdin` (else none); (exit status, stdout, stderr,
     peak RSS in KB, timed out).
 
-    Reaps the process with wait4 to read its peak resident memory (for the offline
+    Its output goes to files, not pipes: Node (the offline Lean) writes to a pipe asynchronously and
+    can exit before a long message is flushed, which lost a failing proof's error; a file is written
+    synchronously. Reaps the process with wait4 to read its peak resident memory (for the offline
     Lean, node itself: the launcher execs it).
     """
-    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext(subprocess.DEVNULL) as source:
-        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=source,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    chunks: dict[str, bytes] = {}
+    with open(stdin, "rb") if stdin is not None else contextlib.nullcontext(subprocess.DEVNULL) as source, \
+            tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        p = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=source, stdout=out, stderr=err)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        timed_out = False
+        while True:
+            pid, status, ru = os.wait4(p.pid, os.WNOHANG)
+            if pid:
+                break
+            if deadline is not None and time.monotonic() > deadline and not timed_out:
+                timed_out = True
+                p.kill()
+            time.sleep(0.05)
+        rc = os.waitstatus_to_exitcode(status)
+        p.returncode = rc  # reaped here; keep Popen from waiting again
 
-    def drain(name: str, stream) -> None:
-        chunks[name] = stream.read()
-        stream.close()
+        def text(f) -> str:
+            f.seek(0)
+            return f.read().decode("utf-8", errors="replace")
 
-    readers = [threading.Thread(target=drain, args=(n, s), daemon=True)
-               for n, s in (("out", p.stdout), ("err", p.stderr))]
-    for t in readers:
-        t.start()
-    deadline = None if timeout is None else time.monotonic() + timeout
-    timed_out = False
-    while True:
-        pid, status, ru = os.wait4(p.pid, os.WNOHANG)
-        if pid:
-            break
-        if deadline is not None and time.monotonic() > deadline and not timed_out:
-            timed_out = True
-            p.kill()
-        time.sleep(0.05)
-    rc = os.waitstatus_to_exitcode(status)
-    p.returncode = rc  # reaped here; keep Popen from waiting again
-    for t in readers:
-        t.join()
-    dec = lambda b: (b or b"").decode("utf-8", errors="replace")  # noqa: E731
-    return rc, dec(chunks.get("out")), dec(chunks.get("err")), int(ru.ru_maxrss), timed_out
+        return rc, text(out), text(err), int(ru.ru_maxrss), timed_out
 
 
 def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[Path],
@@ -560,7 +565,7 @@ def run_lean(toolchain: Toolchain, args: list[str], cwd: Path, lean_path: list[P
         d = Diagnostic(file_label, 1, 1, "error", f"Lean timed out after {timeout:g} s")
         return CompileResult(file_label, False, rc, seconds, [d], "", rss_mb)
     diags = parse_json_messages(stdout, cwd, project_root)
-    noise = _strip_noise("\n".join(ln for ln in stdout.splitlines() if not ln.startswith("{"))
+    noise = _strip_noise("\n".join(ln for ln in stdout.splitlines() if not _is_json_message(ln))
                          + "\n" + stderr)
     ok = rc == 0 and not any(d.is_error for d in diags)
     if rc != 0 and not any(d.is_error for d in diags):

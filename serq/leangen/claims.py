@@ -13,6 +13,10 @@ Each statement is a definition named `<claim>_<digest>`, the digest being that o
 statement's own text: a proof in `ClaimsProved.lean` names the definition, so it stops
 type-checking when the claim, the engine or the family changes, and the freshness check
 (`stale_claims`) names the claim. The module also records the digest of the whole IR.
+
+A program the engine model does not take but the kernel fragment does (a granule, an `execute`
+cost, another server) has its claims over iterations stated about its own run in the kernel
+interpreter (`kernel_claims_module`); one outside both is refused with both reasons.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from typing import Callable
 
 from serq.errors import SerqError
 from serq.ir import models as ir
-from serq.leangen.fragment import FragmentEngine, environment, fragment_engine, outside, trailing_observes
+from serq.leangen.fragment import (FragmentEngine, environment, fragment_engine, outside, outside_both,
+                                   trailing_observes)
 from serq.leangen.kernel import KernelProgram, kernel_program, render_kernel_template
 from serq.link import link_file
 from serq.link.fold import fold
@@ -246,9 +251,15 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> "ClaimsMo
     path = Path(path)
     program = link_file(path, inputs or {})
     base = path.parent
-    if any(isinstance(s.service, ir.Step) and s.service.granule is not None for s in program.stages):
-        return kernel_claims_module(path, program)  # the engine model has no granule: the kernel's run
-    engine = fragment_engine(program, base)
+    try:
+        engine = fragment_engine(program, base)
+    except SerqError as engine_model_refused:
+        # a program the engine model does not take (a granule, an `execute` cost, another server, ...):
+        # its claims about its own run in the kernel interpreter
+        try:
+            return kernel_claims_module(path, program, engine_model_refused.message)
+        except SerqError as kernel_refused:
+            raise outside_both(kernel_refused, engine_model_refused) from None
     session_test, family_doc, reads_index = _session_test(program, base)
     name = _module_name(path)
     record_names = {var: f"r.{field}" for var, field in RECORD_FIELDS.items()}
@@ -296,8 +307,8 @@ CLAIM_RUN_FUEL = 1000
 
 @dataclass(frozen=True)
 class KernelClaimsModule:
-    """The claims of a program of the kernel fragment the engine model does not take (an engine with a
-    granule), each stated about the program's own run (`Serq.Kernel.EveryIterationOfRun`): its bundled
+    """The claims of a program of the kernel fragment the engine model does not take (a granule, an
+    `execute` cost, another server), each stated about the program's own run (`Serq.Kernel.EveryIterationOfRun`): its bundled
     workload, to its end."""
 
     program: Path
@@ -307,6 +318,7 @@ class KernelClaimsModule:
     stage: int          # the claims' engine's stage index
     stage_name: str
     fuel: int
+    engine_model_refusal: str  # why the engine model does not take the program (the generated doc says it)
     statements: list[Statement]
 
     def text(self) -> str:
@@ -318,7 +330,7 @@ class KernelClaimsModule:
         return text[text.index("def program"):text.index("/-- The claims' engine")]
 
 
-def kernel_claims_module(path: Path, program: ir.Program) -> KernelClaimsModule:
+def kernel_claims_module(path: Path, program: ir.Program, engine_model_refusal: str) -> KernelClaimsModule:
     """A program of the kernel fragment whose claims the engine model cannot state: every (some) iteration
     of the run of its bundled workload, to its end."""
     base = path.parent
@@ -343,8 +355,9 @@ def kernel_claims_module(path: Path, program: ir.Program) -> KernelClaimsModule:
         raise outside("claims about several engines", pending[1][0].at, base)
     stage = stages.pop() if stages else 0
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
+    why = engine_model_refusal.removeprefix("outside the Lean fragment: ")
     module = KernelClaimsModule(path, f"Papers.Claims.{_module_name(path)}", ir_digest, kp, stage, names[stage],
-                                CLAIM_RUN_FUEL, [])
+                                CLAIM_RUN_FUEL, why, [])
     value = module.program_text()
     for claim, _, pred in pending:
         body = f"{_KERNEL_FORMS[claim.form]} program stage fuel (fun r => {pred})"

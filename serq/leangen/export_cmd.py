@@ -22,8 +22,8 @@ from serq.commandline import given_inputs, guarded, link_program, read_instance
 def export(file, extra, sets, instance, arrivals, namespace) -> None:
     """Print FILE as a Lean module: a program with a step engine that is vLLM's settings as the
     engine model's value (Serq.Exec), any other as its kernel IR's (Serq.Kernel); refuse, with the
-    construct's location, a program outside both fragments (with a step engine, the engine model's
-    refusal)."""
+    construct's location, a program outside both fragments (with a step engine, the kernel's reason
+    and then the engine model's)."""
     @guarded
     def body() -> None:
         # the flag is a setting as `serq run`'s is: over the instance file's, and checked the same way
@@ -34,14 +34,14 @@ def export(file, extra, sets, instance, arrivals, namespace) -> None:
         from serq.leangen.kernel import kernel_program, render_kernel_module
         if any(s.service.kind == "step" for s in program.stages):
             from serq.errors import SerqError
-            from serq.leangen.fragment import fragment, render_program
+            from serq.leangen.fragment import fragment, outside_both, render_program
             try:  # the engine model's settings when the program is vLLM's, else its kernel IR
                 text = render_program(fragment(program, base), ns)
             except SerqError as engine_model_refused:
                 try:
                     text = render_kernel_module(kernel_program(program, base), ns)
-                except SerqError:
-                    raise engine_model_refused from None
+                except SerqError as kernel_refused:
+                    raise outside_both(kernel_refused, engine_model_refused) from None
         else:
             text = render_kernel_module(kernel_program(program, base), ns)
         click.echo(text, nl=False)

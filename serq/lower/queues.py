@@ -206,7 +206,18 @@ class Queues:
     def _leased_pool(q: Queue) -> str | None:
         leased: set[str] = set()
         for e in q.decl.entries:
-            found = {s.lease[0].name for s in A.walk_stmts(e.body) if isinstance(s, A.Hold) and s.lease is not None}
+            found = set()
+            for s in A.walk_stmts(e.body):
+                if isinstance(s, A.Hold) and s.lease is not None:
+                    pool = s.lease[0]
+                    if pool.name == e.source:
+                        continue  # the source queue's lease, which this entry's transfer ends: not this queue's
+                    # an entry holds and leases only its queue's own pools and its source's (the reference, Queues)
+                    if not pool.is_bare or pool.name not in q.pools:
+                        raise err(f"`lease {pool.name} (…)` in the `{e.verb}` entry of `{q.name}`: `{pool.name}` is "
+                                  f"no pool of queue `{q.name}` ({', '.join(sorted(q.pools)) or 'it has none'})",
+                                  pool.span)
+                    found.add(pool.name)
             if not found:
                 return None
             leased |= found
