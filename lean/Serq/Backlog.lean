@@ -392,13 +392,6 @@ structure Hyp (eng : Engine) (g P : Nat) (ss : List Session) : Prop where
   work : P ≤ eng.budget * g
   turns : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out ≤ 1
 
-theorem mem_append_record {P : Nat} {rs : List Record} {r x : Record}
-    (h : ∀ y ∈ rs, y.arrived * P ≤ y.served + P) (hr : r.arrived * P ≤ r.served + P)
-    (hx : x ∈ appendRecord rs r) : x.arrived * P ≤ x.served + P := by
-  rcases (mem_appendRecord _ _ _).mp hx with hx | rfl
-  · exact h x hx
-  · exact hr
-
 /-- A step that runs an iteration whose plan has one resident, a prefill given `sched > 0` tokens,
 and leaves the queue empty: what the machine becomes. -/
 theorem step_run (eng : Engine) (ss : List Session) (m : Machine) (due later : List Pending) (W : List Req)
