@@ -29,7 +29,7 @@ def _run_json(path: Path, *args: str) -> dict:
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
-                                          "rad.sq", "bari_rate.sq"}
+                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -194,6 +194,77 @@ def test_the_tiled_token_rate_is_stated_about_the_kernel_run():
     assert ("engines := [⟨(.num 256), (.num 0), (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) "
             "(.num 127)) 128)) (.bin .mul (.num 1) (.stageVar 0))), [], none, none, true, (.num 0)⟩]") in module.text()
     assert "engine `llm` is not expressible as vLLM settings" in module.text()
+
+
+# --- dai_backlog.sq: the pathwise bounded backlog (Dai et al. 2025, Th. 2(b); Serq.backlog_bounded) ---
+
+DAI = PAPERS / "dai_backlog.sq"
+
+
+@pytest.mark.parametrize("sessions", ["1", "7", "60"])
+def test_dai_backlog_holds_on_the_simulated_path(sessions):
+    # a 32-token prompt every 2 steps, budget 16: each request is prefilled in the two iterations after
+    # its arrival (16 + 16 tokens; its one output token is the prefill's), so it is answered 2 after it
+    # arrived and the next arrival finds the engine empty: arrived * 32 = served + 32 at each arrival
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI), "--arrivals", sessions, "--json"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
+    response = report["client"]["response"]
+    assert (response["count"], response["min"], response["max"]) == (int(sessions), 2.0, 2.0)
+
+
+def _dai_variant(tmp_path: Path, old: str, new: str) -> Path:
+    text = DAI.read_text()
+    assert old in text
+    path = tmp_path / "dai_backlog_variant.sq"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_dai_backlog_fails_when_the_work_per_gap_exceeds_the_budget(tmp_path):
+    # the broken variant: a gap of 1 (32 > 16 * 1). Session 0 arrives at 1, iteration 0 (time 1) serves
+    # 16 of its 32; at time 2 session 1 arrives: arrived * 32 = 64 > served + 32 = 16 + 32
+    failed = _run_json(_dai_variant(tmp_path, "let g = 2;", "let g = 1;"), "--arrivals", "5")["bounded_backlog"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 2.0, 1)
+
+
+def test_dai_backlog_fails_with_a_prompt_longer_than_the_budget_per_gap(tmp_path):
+    # a prompt of 33 (> 16 * 2): iterations 0 and 1 (times 2, 3) serve 16 + 16, leaving 1 token; at time 4
+    # session 1 arrives: arrived * 33 = 66 > served + 33 = 32 + 33
+    failed = _run_json(_dai_variant(tmp_path, "let W = 32;", "let W = 33;"), "--arrivals", "5")["bounded_backlog"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 4.0, 2)
+
+
+def test_dai_backlog_holds_with_the_prefix_cache_on(tmp_path):
+    # Serq.backlog_bounded allows a prefix cache: each session has one turn, so the cache holds only
+    # earlier sessions' prefixes and nothing is reused; the path is the one without the cache
+    out = _run_json(_dai_variant(tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
+    assert out["bounded_backlog"]["result"] == "holds"
+
+
+def test_dai_backlog_family_is_the_constant_renewal():
+    # a constant `renewal(g)` is a family whose k-th session (from 0) arrives at (k + 1) * g
+    module = claims_module(DAI)
+    assert module.index_param == "k"
+    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 32 && "
+                                   "t.out == 1 && t.forced == false) s")
+    (st,) = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (32 : Int)) ≤ "
+                       "((r.served : Int) + (32 : Int)))))")
+    e = module.engine
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
+        16, 4, 64, 16, 0, False, False)
+    assert "theorem dai_bounded_backlog : Papers.Claims.DaiBacklog." + st.ident in (
+        PAPERS / "ClaimsProved.lean").read_text()
+
+
+def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):
+    for gap in ("~exp(2)", "2.5"):
+        with pytest.raises(SerqError) as e:
+            claims_module(_dai_variant(tmp_path, "arrive renewal(g);", f"arrive renewal({gap});"))
+        assert "a renewal gap in the model is a constant whole number of steps" in e.value.message
 
 
 def test_the_phase_separated_engine_is_in_the_fragment():

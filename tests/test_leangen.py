@@ -1104,6 +1104,9 @@ EXPORTED = {
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",
+    # a renewal workload without `--arrivals N` (with it, the kernel fragment; the engine model takes
+    # given arrival times only)
+    "papers/dai_backlog.sq": "`arrive renewal(g)` without `--arrivals N`",
 }
 
 

@@ -11,6 +11,8 @@ public import Papers.Claims.Rad
 public import Papers.Claims.BariRate
 public import Serq.KernelServed
 public import Serq.OneAtATime
+public import Serq.Backlog
+public import Papers.Claims.DaiBacklog
 
 /-! # The proofs of the paper programs' claims
 
@@ -176,6 +178,33 @@ theorem bari_token_rate : Papers.Claims.BariRate.token_rate_fa03f89d2217 := by
   refine ⟨by decide +kernel, fun r hr => ?_⟩
   have h := Serq.Kernel.runProgram_tiled_served_rate Papers.Claims.BariRate.program Papers.Claims.BariRate.fuel
     0 0 3 1 128 2 (by decide) rfl rfl rfl r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The pathwise bounded backlog (`dai_backlog.sq`), Dai et al. 2025, Theorem 2(b) -/
+
+/-- Every workload of the family has the renewal arrivals `Serq.backlog_bounded` needs: the `k`-th
+session (from 0) at step `(k + 1) · 2`, one turn of a 32-token prompt and one output token. -/
+theorem dai_backlog_renewal : ∀ (k : Nat) (ss : List Session),
+    everySession Papers.Claims.DaiBacklog.sessionOk k ss = true → RenewalSessions 2 32 k ss
+  | _, [], _ => trivial
+  | k, s :: ss, h => by
+    simp only [everySession, Bool.and_eq_true] at h
+    obtain ⟨hs, hrest⟩ := h
+    simp only [Papers.Claims.DaiBacklog.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_renewal (k + 1) ss hrest⟩
+
+/-- The bounded backlog for every workload of the family: the engine (budget 16, four request slots,
+64 KV blocks of 16 tokens) meets `backlog_bounded`'s hypotheses with `g = 2` and `P = 32`
+(`32 ≤ 16 · 2`, the prompt's 2 blocks fit), so at every iteration
+`arrived · 32 ≤ served + 32` (lean/Serq/Backlog.lean). -/
+theorem dai_bounded_backlog : Papers.Claims.DaiBacklog.bounded_backlog_b95a3dc750f3 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklog.family, Bool.and_eq_true] at hfam
+  have h := backlog_bounded Papers.Claims.DaiBacklog.engine 2 32 ss (by decide) (by decide) (by decide)
+    (dai_backlog_renewal 0 ss hfam.2) fuel r hr
   simp only [decide_eq_true_eq]
   omega
 
