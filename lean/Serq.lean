@@ -26,6 +26,7 @@ public import Serq.KernelOracle
 public import Serq.KernelTiling
 public import Serq.KernelServed
 public import Serq.KernelFull
+public import Serq.KernelProvenance
 
 /-! # serQ in Lean
 
