@@ -27,6 +27,7 @@ public import Serq.KernelTiling
 public import Serq.KernelServed
 public import Serq.KernelFull
 public import Serq.KernelProvenance
+public import Serq.KernelTiledRun
 
 /-! # serQ in Lean
 
