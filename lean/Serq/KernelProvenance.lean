@@ -18,9 +18,10 @@ statements a continuation holds only the machine's bookkeeping frames: `Frame.su
 whose body is again the program's).
 
 Every resident of an engine stage `j` was put there by one of the program's `run` statements on `j`
-(`Stmt.step j decode grow w`): it carries the statement's `decode` and `grow`, and its remainder is
-the statement's work `w` evaluated when it ran, less the tokens the iterations gave it
-(`ResOk`). So, for RAD's optimal tiling (issue 14, result 4): when stage `s`'s engine has the
+(`Stmt.step j decode grow w`): it carries the statement's `decode` and `grow` (`ResOk`); `exec` set its
+remainder to the work `w` evaluated then, with nothing scheduled (`ResOk.fresh`), and afterwards only an
+iteration's serving (`setSched`) and its end (`applyTokens`: the remainder less the tokens given) change
+them. So, for RAD's optimal tiling (issue 14, result 4): when stage `s`'s engine has the
 constant granule `g > 0` and every prefill run statement on `s` has work `g * e`
 (`TiledProgram p s g`), every prefill resident's remainder and scheduled tokens are whole granules at
 every point of the run, and every record of `s` has `prefilled % g = 0`
@@ -507,8 +508,6 @@ theorem ResOk.fresh {p : Program} {s : Nat} {dec : Bool} {gr : Nat} {w : Expr} (
   exact ⟨by simp [eval, evalBin, Nat.mul_mod_right], Nat.zero_mod g⟩
 
 /-! ### `exec`: a thread runs the program's statements -/
-
-theorem Inv.keep {p : Program} {m : Machine} (hm : Inv p m) : Inv p m := hm
 
 theorem exec_inv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), Inv p m → KOk p th.k →
     Inv p (exec p f m th)
