@@ -28,6 +28,8 @@ public import Serq.KernelServed
 public import Serq.KernelFull
 public import Serq.KernelFullRun
 public import Serq.Backlog
+public import Serq.KernelProvenance
+public import Serq.KernelTiledRun
 
 /-! # serQ in Lean
 

@@ -10,6 +10,7 @@ public import Papers.Claims.Fastertransformer
 public import Papers.Claims.Rad
 public import Papers.Claims.BariRate
 public import Serq.KernelServed
+public import Serq.KernelTiledRun
 public import Serq.OneAtATime
 public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
@@ -158,12 +159,30 @@ theorem smith_spt_bound : Papers.Claims.SmithSpt.spt_bound_ae7c1114ddbc := by
 /-! ## RAD's optimal tiling (`rad.sq`), Bari et al. 2025 §4.2 -/
 
 /-- Every iteration's prefill tokens fill whole tiles, on the run of the program's own workload (six
-sessions prompting 1, 2 and 3 tiles of 4 tokens, a budget of two tiles, chunk and granule the tile):
-the kernel interpreter runs it to its end and checks each record. For every program, the granule's
-part is `Serq.Kernel.tokensFor_tiled` (a prefill whose remainder is whole granules takes whole
-granules); the invariant over every run is not yet proved (docs/lean.md, issue 14 result 4). -/
-theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 :=
-  Serq.Kernel.EveryIterationOfRun.of_eval _ _ _ _ (by decide +kernel)
+sessions prompting 1, 2 and 3 tiles of 4 tokens, a budget of two tiles, chunk and granule the tile).
+The tiles hold in every run of every program whose engine has a granule `g > 0` and whose prefill runs
+have works `g * e` (`Serq.Kernel.runProgram_tiled_prefills`, lean/Serq/KernelTiledRun.lean, through the
+statement provenance invariant of lean/Serq/KernelProvenance.lean); this program's hypotheses are
+checked on its value (`Serq.Kernel.TiledProgram.of_check`). What the statement adds, that this run ends
+within the fuel, the kernel checks by evaluation. -/
+theorem rad_tiled : Papers.Claims.Rad.tiled_a987c5cba441 := by
+  unfold Papers.Claims.Rad.tiled_a987c5cba441 Serq.Kernel.EveryIterationOfRun
+  refine ⟨by decide +kernel, fun r hr => ?_⟩
+  have h := (Serq.Kernel.runProgram_tiled_prefills Papers.Claims.Rad.program Papers.Claims.Rad.fuel 0 4
+    (Serq.Kernel.TiledProgram.of_check _ 0 0 4 (by decide) rfl rfl (by decide +kernel))).2 r hr
+  simp only [beq_iff_eq]
+  omega
+
+/-- RAD's tiling for every fuel and any number of sessions of `rad.sq`'s program (its value with
+`sessions` replaced): every record's prefill tokens are whole tiles, whether or not the run ends. -/
+theorem rad_tiled_every_run (n fuel : Nat) :
+    ∀ r ∈ (Serq.Kernel.getEngineState
+      (Serq.Kernel.runProgram { Papers.Claims.Rad.program with sessions := n } fuel).engines 0).records,
+      r.prefilled % 4 = 0 := by
+  have hc : Papers.Claims.Rad.program.allStmts (Serq.Kernel.prefillTiled 0 4) = true := by decide +kernel
+  exact (Serq.Kernel.runProgram_tiled_prefills { Papers.Claims.Rad.program with sessions := n } fuel 0 4
+    (Serq.Kernel.TiledProgram.of_check { Papers.Claims.Rad.program with sessions := n } 0 0 4 (by decide) rfl rfl
+      hc)).2
 
 /-! ## The token rate with an iteration's cost (`bari_rate.sq`), Bari et al. 2025 Th. 1 -/
 
