@@ -1,6 +1,6 @@
 module
 
-public import Serq.KernelFull
+public import Serq.KernelFullRun
 public import Serq.KernelTiling
 
 /-! # Statement provenance: every statement a thread runs is one of the program's
