@@ -31,7 +31,7 @@ from typing import Callable
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import (FragmentEngine, environment, fragment_engine, outside, outside_both,
-                                   trailing_observes)
+                                   refusal_reason, trailing_observes)
 from serq.leangen.kernel import KernelProgram, kernel_program, render_kernel_template
 from serq.link import link_file
 from serq.link.fold import fold
@@ -257,7 +257,7 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> "ClaimsMo
         # a program the engine model does not take (a granule, an `execute` cost, another server, ...):
         # its claims about its own run in the kernel interpreter
         try:
-            return kernel_claims_module(path, program, engine_model_refused.message)
+            return kernel_claims_module(path, program, refusal_reason(engine_model_refused))
         except SerqError as kernel_refused:
             raise outside_both(kernel_refused, engine_model_refused) from None
     session_test, family_doc, reads_index = _session_test(program, base)
@@ -308,8 +308,8 @@ CLAIM_RUN_FUEL = 1000
 @dataclass(frozen=True)
 class KernelClaimsModule:
     """The claims of a program of the kernel fragment the engine model does not take (a granule, an
-    `execute` cost, another server), each stated about the program's own run (`Serq.Kernel.EveryIterationOfRun`): its bundled
-    workload, to its end."""
+    `execute` cost, another server), each stated about the program's own run
+    (`Serq.Kernel.EveryIterationOfRun`): its bundled workload, to its end."""
 
     program: Path
     namespace: str
@@ -355,9 +355,8 @@ def kernel_claims_module(path: Path, program: ir.Program, engine_model_refusal: 
         raise outside("claims about several engines", pending[1][0].at, base)
     stage = stages.pop() if stages else 0
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
-    why = engine_model_refusal.removeprefix("outside the Lean fragment: ")
     module = KernelClaimsModule(path, f"Papers.Claims.{_module_name(path)}", ir_digest, kp, stage, names[stage],
-                                CLAIM_RUN_FUEL, why, [])
+                                CLAIM_RUN_FUEL, engine_model_refusal, [])
     value = module.program_text()
     for claim, _, pred in pending:
         body = f"{_KERNEL_FORMS[claim.form]} program stage fuel (fun r => {pred})"

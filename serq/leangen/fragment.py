@@ -52,13 +52,19 @@ def outside(what: str, loc: ir.Loc | None, base: Path, fragment: str = "the Lean
     return SerqError(f"outside {fragment}: {what}", span, "lean")
 
 
+def refusal_reason(refused: SerqError) -> str:
+    """What an `outside` refusal says is outside, without its "outside <fragment>: " lead."""
+    lead, sep, reason = refused.message.partition(": ")
+    return reason if sep and lead.startswith("outside ") else refused.message
+
+
 def outside_both(kernel_refused: SerqError, engine_model_refused: SerqError) -> SerqError:
     """The refusal of a program with a step engine that neither Lean model takes: the kernel's reason
     first (its fragment is the broader one, so its reason is the one to fix first), then the engine
     model's, each at its own construct's place."""
     where = f"{engine_model_refused.span}: " if engine_model_refused.span is not None else ""
     return SerqError(f"{kernel_refused.message}; nor is it in the engine model's fragment (Serq.Exec): "
-                     f"{where}{engine_model_refused.message.removeprefix('outside the Lean fragment: ')}",
+                     f"{where}{refusal_reason(engine_model_refused)}",
                      kernel_refused.span, "lean")
 
 
