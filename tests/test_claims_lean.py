@@ -488,3 +488,113 @@ def test_a_claim_reads_the_programs_own_response_in_the_model(tmp_path):
     assert dict(m.observations)["response"] == "match sessionTurn ss o.sid o.turn with | some t => (t.out + 1) | none => 0"
     plain = claims_module(PAPERS / "smith_spt.sq")
     assert dict(plain.observations)["response"] == "o.last + 1 - arriveAt ss o.sid"
+
+
+# --- claims at end of a kernel program's run (Serq.Kernel.AtEndOfRun, lean/Serq/KernelAtEnd.lean) ---
+
+#: Three requests of 1, 2 and 3 iterations at time 0, one at a time, first come first served: they complete
+#: at 1, 3 and 6 (their responses: total 10, count 3), prefix_total(vol) = 1 + 3 + 6 = 10, largest 3, smallest 1.
+KERNEL_AT_END = """use "std/args";
+
+fn main() {
+  let n = args.number("sessions", 3);
+
+  device gpu { }
+
+  engine llm on gpu {
+    reqs cap 1;
+    tokens cap 4;
+    request (prompt, o) {
+      prefill (prompt);
+      decode (o - 1);
+    }
+    schedule {
+      advance running;
+      admit waiting while (running.preempted == 0) taking reqs (1);
+    }
+    execute (1);
+  }
+  pool reqs on llm { queue fifo; }
+
+  workload {
+    arrive batch(n);
+    turn {
+      set new = 4;
+      set out = 1 + serial;
+    }
+  }
+
+  server {
+    llm (new, out);
+    observe vol = out;
+  }
+
+  claim exact: at end (total(response) == 10 && count(response) == 3 && largest(vol) == 3 && smallest(vol) == 1
+                       && prefix_total(vol) == 10 && total(vol) == 6);
+  claim wrong: at end (total(response) < prefix_total(vol));
+}
+"""
+
+
+def _kernel_at_end(tmp_path: Path, edit=lambda s: s) -> Path:
+    path = tmp_path / "k.sq"
+    path.write_text(edit(KERNEL_AT_END))
+    return path
+
+
+def test_a_kernel_claim_at_end_is_stated_over_the_runs_observations_and_responses(tmp_path):
+    path = _kernel_at_end(tmp_path)
+    claims = _run_json(path)
+    assert {n: c["result"] for n, c in claims.items()} == {"exact": "holds", "wrong": "fails"}
+    module = claims_module(path)
+    assert isinstance(module, KernelClaimsModule) and module.at_end
+    st = {s.claim: s for s in module.statements}
+    assert st["wrong"].body == ("AtEndOfRun program fuel (fun m => (decide (((Serq.sumNat (responses m.threads) : Nat) "
+                                ": Int) < ((Serq.prefixTotal (observedValues 0 m.threads) : Nat) : Int))))")
+    for agg in ("Serq.countNat (responses m.threads)", "Serq.largestNat (observedValues 0 m.threads)",
+                "Serq.smallestNat (observedValues 0 m.threads)", "Serq.sumNat (observedValues 0 m.threads)"):
+        assert agg in st["exact"].body
+    assert "public import Serq.KernelAtEnd\n\n/-!" in module.text()
+    assert "Observations: 0 `vol`." in module.text()
+
+
+@pytest.mark.parametrize("edit, phrase, needle", [
+    (lambda s: s.replace("claim wrong: at end (", "claim wrong: at end (now > 0 && "),
+     "`now`: in the model a claim at end reads constants and aggregates of observations", "claim wrong"),
+    (lambda s: s.replace("total(response) < prefix_total(vol)", "total(ttft) < prefix_total(vol)"),
+     "`total(ttft)`: at the end of a kernel program's run the model records the client's response and the "
+     "program's observes", "claim wrong"),
+    (lambda s: s.replace("total(response) < prefix_total(vol)", "total(response) / 2 < prefix_total(vol)"),
+     "`div`: over whole numbers it is not the interpreter's real division", "claim wrong"),
+    (lambda s: s.replace("claim wrong: at end", "claim wrong given (out > 0): at end"),
+     "`given` on a claim about the program's own run", "claim wrong"),
+])
+def test_unsupported_kernel_claims_at_end_are_refused_with_the_location(tmp_path, edit, phrase, needle):
+    path = _kernel_at_end(tmp_path, edit)
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "lean", "claims", str(path)],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    line = next(n for n, t in enumerate(path.read_text().splitlines(), 1) if needle in t)
+    assert f"k.sq:{line}:3: error: outside the Lean fragment: claim `wrong`: " in out.stderr
+    assert phrase in out.stderr
+
+
+@pytest.mark.lean
+def test_a_kernel_claim_at_end_decides_in_lean_as_the_report_says(tmp_path):
+    # the generated statements, decided by the kernel: `exact` holds and `wrong` fails, as `serq run` reports
+    from serq.leangen.build import compile_file
+    module = claims_module(_kernel_at_end(tmp_path))
+    st = {s.claim: s.ident for s in module.statements}
+    lean = tmp_path / "KernelAtEnd.lean"
+    text = module.text().replace(f"end {module.namespace}", f"""theorem exact_holds : {st['exact']} :=
+  AtEndOfRun.of_eval _ _ _ (by decide +kernel)
+
+theorem wrong_fails : ¬ {st['wrong']} := fun h => by
+  have h2 := h.2
+  revert h2
+  decide +kernel
+
+end {module.namespace}""")
+    lean.write_text(text)
+    result = compile_file(lean, root=REPO)
+    assert result.ok, "\n".join(str(d) for d in result.diagnostics)

@@ -321,6 +321,11 @@ class KernelClaimsModule:
     engine_model_refusal: str  # why the engine model does not take the program (the generated doc says it)
     statements: list[Statement]
 
+    @property
+    def at_end(self) -> bool:
+        """Whether a claim is at end (the module then imports `Serq.KernelAtEnd`)."""
+        return any(st.form == "at_end" for st in self.statements)
+
     def text(self) -> str:
         return render_kernel_template("kernel_claims.lean.j2", m=self, p=self.kp)
 
@@ -332,38 +337,67 @@ class KernelClaimsModule:
 
 def kernel_claims_module(path: Path, program: ir.Program, engine_model_refusal: str) -> KernelClaimsModule:
     """A program of the kernel fragment whose claims the engine model cannot state: every (some) iteration
-    of the run of its bundled workload, to its end."""
+    of the run of its bundled workload, to its end, or the run's end (`at end`: the aggregates of the
+    run's observed values and responses, `Serq.Kernel.AtEndOfRun`)."""
     base = path.parent
     kp = kernel_program(program, base)
     names = [s.name for s in program.stages]
     record_names = {var: f"r.{field}" for var, field in KERNEL_RECORD_FIELDS.items()}
+    observations = _KernelObservations(kp.observes, base)
     pending = []
     for claim in program.claims:
         what = f"claim `{claim.name}`"
-        if claim.form not in _KERNEL_FORMS:
-            raise outside(f"{what}: a claim at end of a program the engine model does not take (the kernel "
-                           "states claims over iterations)", claim.at, base)
+        if claim.form not in (*_KERNEL_FORMS, "at_end"):
+            raise outside(f"{what}: the form `{claim.form}`", claim.at, base)
         if claim.given is not None:
             raise outside(f"{what}: `given` on a claim about the program's own run", claim.at, base)
+        if claim.form == "at_end":
+            pred = _Translate(base, {}, what, observed=lambda e, c=claim: observations.aggregate(e, c)) \
+                .bool_(claim.value, claim.at)
+            pending.append((claim, None, pred))
+            continue
         if claim.stage is None or claim.stage.index is not None or claim.stage.stage not in names \
                 or not isinstance(program.stages[names.index(claim.stage.stage)].service, ir.Step):
             raise outside(f"{what} is about a stage the model does not have", claim.at, base)
         pred = _Translate(base, record_names, what).bool_(claim.value, claim.at)
         pending.append((claim, names.index(claim.stage.stage), pred))
-    stages = {s for _, s, _ in pending}
+    stages = {s for _, s, _ in pending if s is not None}
     if len(stages) > 1:
-        raise outside("claims about several engines", pending[1][0].at, base)
+        raise outside("claims about several engines", next(c for c, s, _ in pending[1:] if s is not None).at, base)
     stage = stages.pop() if stages else 0
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
     module = KernelClaimsModule(path, f"Papers.Claims.{_module_name(path)}", ir_digest, kp, stage, names[stage],
                                 CLAIM_RUN_FUEL, engine_model_refusal, [])
     value = module.program_text()
     for claim, _, pred in pending:
-        body = f"{_KERNEL_FORMS[claim.form]} program stage fuel (fun r => {pred})"
+        if claim.form == "at_end":
+            body = f"AtEndOfRun program fuel (fun m => {pred})"
+        else:
+            body = f"{_KERNEL_FORMS[claim.form]} program stage fuel (fun r => {pred})"
         digest = hashlib.sha256(f"{value}|{stage}|{CLAIM_RUN_FUEL}|{body}".encode()).hexdigest()[:12]
         module.statements.append(Statement(claim.name, claim.form, _claim_source(path, claim),
                                            f"{claim.name}_{digest}", digest, body, claim.at))
     return module
+
+
+class _KernelObservations:
+    """The values a claim at end of a kernel program's run aggregates: every value its `observe`s
+    recorded (`Serq.Kernel.observedValues`, by the observe name's index), and the client's `response` of
+    every answered turn (`Serq.Kernel.responses`) unless the program observes a `response` of its own."""
+
+    def __init__(self, observes: list[str], base: Path) -> None:
+        self.observes, self.base = observes, base
+
+    def aggregate(self, e: ir.Observed, claim: ir.Claim) -> str:
+        if e.name in self.observes:
+            values = f"observedValues {self.observes.index(e.name)} m.threads"
+        elif e.name == "response":
+            values = "responses m.threads"
+        else:
+            raise outside(f"claim `{claim.name}`: `{e.fn}({e.name})`: at the end of a kernel program's run "
+                           "the model records the client's response and the program's observes",
+                           getattr(e, "at", None) or claim.at, self.base)
+        return f"Serq.{AGGREGATES[e.fn]} ({values})"
 
 
 class _Observations:
