@@ -7,6 +7,7 @@ public import Serq.Within
 public import Serq.Rate
 public import Serq.RateCost
 public import Serq.Spt
+public import Serq.SptOptimal
 public import Serq.OneAtATime
 public import Serq.Claims
 public import Serq.Agree

@@ -29,7 +29,7 @@ def _run_json(path: Path, *args: str) -> dict:
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
-                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq"}
+                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq", "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -598,3 +598,43 @@ end {module.namespace}""")
     lean.write_text(text)
     result = compile_file(lean, root=REPO)
     assert result.ok, "\n".join(str(d) for d in result.diagnostics)
+
+
+# --- svf.sq: shortest volume first (Kong et al.): the queueing bound and the competitive ratio ---
+
+@pytest.mark.parametrize("sessions", ["1", "6", "40"])
+def test_svfs_queueing_bound_holds_on_the_simulated_path(sessions):
+    assert _run_json(PAPERS / "svf.sq", "--", f"sessions={sessions}")["svf_queueing"]["result"] == "holds"
+
+
+def test_svf_attains_the_prefix_total_computed_by_hand():
+    # volumes 1, 4, 2, 5, 3, 1 at time 0, shortest first: completions 1, 2, 4, 7, 11, 16, total 41 =
+    # prefix_total(vol); Σ vol = 16, so both sides of the claim are 2 * 25 (equality at c = 2)
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(PAPERS / "svf.sq"), "--json"],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    response = report["client"]["response"]
+    assert (response["count"], round(response["mean"] * response["count"])) == (6, 41)
+    assert report["observes"]["vol"]["count"] == 6 and round(report["observes"]["vol"]["mean"] * 6) == 16
+
+
+def test_svfs_queueing_bound_fails_when_the_engine_admits_fifo(tmp_path):
+    # the deliberately broken variant: the same requests admitted first come, first served complete at
+    # 1, 5, 7, 12, 15, 16: Σ latency = 56, and 2 * (56 - 16) = 80 > 2 * (41 - 16) = 50
+    text = (PAPERS / "svf.sq").read_text()
+    assert "queue by (volume);" in text
+    fifo = tmp_path / "svf_fifo.sq"
+    fifo.write_text(text.replace("queue by (volume);", "queue fifo;"))
+    assert _run_json(fifo)["svf_queueing"]["result"] == "fails"
+
+
+def test_svfs_claim_is_stated_at_the_end_of_the_kernel_run():
+    module = claims_module(PAPERS / "svf.sq")
+    assert isinstance(module, KernelClaimsModule)
+    st = {s.claim: s for s in module.statements}
+    assert st["svf_queueing"].body == (
+        "AtEndOfRun program fuel (fun m => (decide (((2 : Int) * (((Serq.sumNat (responses m.threads) : Nat) : Int) - "
+        "((Serq.sumNat (observedValues 0 m.threads) : Nat) : Int))) ≤ ((2 : Int) * (((Serq.prefixTotal "
+        "(observedValues 0 m.threads) : Nat) : Int) - ((Serq.sumNat (observedValues 0 m.threads) : Nat) : Int))))))")
+    assert "queueKeys := [[(.attr 6)]]" in module.text()

@@ -14,6 +14,9 @@ public import Serq.KernelTiledRun
 public import Serq.OneAtATime
 public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
+public import Papers.Claims.Svf
+public import Serq.KernelAtEnd
+public import Serq.SptOptimal
 
 /-! # The proofs of the paper programs' claims
 
@@ -226,5 +229,36 @@ theorem dai_bounded_backlog : Papers.Claims.DaiBacklog.bounded_backlog_b95a3dc75
     (dai_backlog_renewal 0 ss hfam.2) fuel r hr
   simp only [decide_eq_true_eq]
   omega
+
+/-! ## Shortest volume first (`svf.sq`), Kong et al. -/
+
+/-- The queueing bound `2 · (Σ latency − Σ out) ≤ 2 · (prefix_total(vol) − Σ vol)` at the end of the
+program's run (six requests of volumes 1, 4, 2, 5, 3, 1 at time 0, one at a time, the request pool
+`queue by (volume)`): the claim's generated statement (`Serq.Kernel.AtEndOfRun`: the run ended within
+the fuel with no session live and no run-time error, and its final machine satisfies the claim over
+the observed volumes and the responses), decided by the kernel on the run. -/
+theorem svf_queueing_bound : Papers.Claims.Svf.svf_queueing_ec8fae101205 :=
+  Serq.Kernel.AtEndOfRun.of_eval _ _ _ (by decide +kernel)
+
+/-- The run of `svf.sq`'s program with its claims' fuel. -/
+def svfRun : Serq.Kernel.Machine := Serq.Kernel.runProgram Papers.Claims.Svf.program Papers.Claims.Svf.fuel
+
+/-- SVF attains Smith's bound on its run: the run ended (no session live), and its total latency (the
+requests all arrive at 0, so a response is a completion time) is `prefix_total` of the observed volumes,
+the least total completion time of jobs of those sizes served one at a time. -/
+theorem svf_attains : svfRun.ended = true ∧
+    sumNat (Serq.Kernel.responses svfRun.threads) = prefixTotal (Serq.Kernel.observedValues 0 svfRun.threads) := by
+  decide +kernel
+
+/-- The competitive ratio 1: every feasible one-at-a-time schedule of the same jobs — pairs
+`(size, completion)` whose sizes are a permutation of the run's volumes, served at unit rate from time 0
+(by every time `t` the jobs completed have total size at most `t`), in any order and with any idling —
+has a total completion time at least SVF's total latency (`Serq.spt_optimal`, lean/Serq/SptOptimal.lean,
+from Smith's bound `Serq.spt_lower_bound`, lean/Serq/Spt.lean, and `svf_attains`). -/
+theorem svf_competitive (jobs : List (Nat × Nat))
+    (hsizes : (sizes jobs).Perm (Serq.Kernel.observedValues 0 svfRun.threads))
+    (rate : ∀ t, sumSizesDoneBy t jobs ≤ 1 * t) :
+    sumNat (Serq.Kernel.responses svfRun.threads) ≤ sumCompletions jobs :=
+  spt_optimal _ _ svf_attains.2 jobs hsizes rate
 
 end Papers
