@@ -1101,6 +1101,7 @@ EXPORTED = {
     "papers/fastertransformer.sq": "Serq.Kernel", "oracle/vllm_request_phased.sq": "Serq.Exec",
     "papers/rad.sq": "Serq.Kernel",
     "papers/bari_rate.sq": "Serq.Kernel",
+    "papers/svf.sq": "Serq.Kernel",
     "papers/smith_spt.sq": "`batch` arrivals",
     "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
     "pd-disaggregation/vllm_nixl_push.sq": "one step engine",

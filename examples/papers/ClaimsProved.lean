@@ -261,4 +261,24 @@ theorem svf_competitive (jobs : List (Nat × Nat))
     sumNat (Serq.Kernel.responses svfRun.threads) ≤ sumCompletions jobs :=
   spt_optimal _ _ svf_attains.2 jobs hsizes rate
 
+/-- A thread's job: its observed volume and its response (one turn each). -/
+def svfJob (th : Serq.Kernel.Thread) : Nat × Nat :=
+  (match Serq.Kernel.observedIn 0 th.observations with | v :: _ => v | [] => 0,
+   match th.answers with | a :: _ => a.answered - a.start | [] => 0)
+
+/-- The run's schedule as jobs `(volume, completion)`, thread by thread. -/
+def svfJobs : List Serq.Kernel.Thread → List (Nat × Nat)
+  | [] => []
+  | th :: ts => svfJob th :: svfJobs ts
+
+/-- SVF's own schedule is one of the feasible schedules `svf_competitive` ranges over: its jobs'
+sizes are the run's volumes, its total completion is the run's Σ latency, and by every time `t` the
+volumes completed sum to at most `t` (checked before `t = 16`, the total volume, by the kernel). With
+`svf_competitive`, SVF's Σ latency is the least over the feasible schedules: the ratio is 1. -/
+theorem svf_feasible : sizes (svfJobs svfRun.threads) = Serq.Kernel.observedValues 0 svfRun.threads ∧
+    sumCompletions (svfJobs svfRun.threads) = sumNat (Serq.Kernel.responses svfRun.threads) ∧
+    ∀ t, sumSizesDoneBy t (svfJobs svfRun.threads) ≤ 1 * t := by
+  refine ⟨by decide +kernel, by decide +kernel, feasible_of_before _ 16 (by decide +kernel) ?_⟩
+  decide +kernel
+
 end Papers

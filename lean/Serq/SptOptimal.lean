@@ -40,4 +40,22 @@ theorem spt_optimal (vs : List Nat) (total : Nat) (htotal : total = prefixTotal 
   rw [prefixTotal_perm hsizes, Nat.one_mul] at h
   omega
 
+/-- The sizes done by any time are at most all the sizes. -/
+theorem sumSizesDoneBy_le_sum (t : Nat) : ∀ jobs : List (Nat × Nat), sumSizesDoneBy t jobs ≤ sumNat (sizes jobs)
+  | [] => Nat.le_refl _
+  | j :: js => by
+    have := sumSizesDoneBy_le_sum t js
+    simp only [sumSizesDoneBy, sizes, sumNat]
+    split <;> omega
+
+/-- Feasibility at unit rate from a finite check: when the jobs' sizes sum to `T`, checking the times
+before `T` is enough (from `T` on, all the sizes are at most `t`). -/
+theorem feasible_of_before (jobs : List (Nat × Nat)) (T : Nat) (hT : sumNat (sizes jobs) = T)
+    (h : ∀ t, t < T → sumSizesDoneBy t jobs ≤ 1 * t) : ∀ t, sumSizesDoneBy t jobs ≤ 1 * t := by
+  intro t
+  by_cases ht : t < T
+  · exact h t ht
+  · have := sumSizesDoneBy_le_sum t jobs
+    omega
+
 end Serq

@@ -15,8 +15,9 @@ type-checking when the claim, the engine or the family changes, and the freshnes
 (`stale_claims`) names the claim. The module also records the digest of the whole IR.
 
 A program the engine model does not take but the kernel fragment does (a granule, an `execute`
-cost, another server) has its claims over iterations stated about its own run in the kernel
-interpreter (`kernel_claims_module`); one outside both is refused with both reasons.
+cost, another server) has its claims over iterations and at end stated about its own run in the
+kernel interpreter (`kernel_claims_module`; at end: `Serq.Kernel.AtEndOfRun`, the aggregates of the
+run's observed values and responses); one outside both is refused with both reasons.
 """
 
 from __future__ import annotations

@@ -24,7 +24,7 @@ namespace Papers.Claims.Svf
 open Serq.Kernel
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "d4ac51f08f7882ee8afe0c98fe7838d28f045a1fa64185d1e634016068c580c5"
+def irDigest : String := "b4ad98225024c3b2f3a7505c633bae11f7395ae528232f95ef6010c2aaef18ba"
 
 /-- Attributes: 0 `cached`, 1 `computed`, 2 `new`, 3 `out`, 4 `serial`, 5 `turn_no`, 6 `volume`.
 Observations: 0 `vol`.
@@ -69,7 +69,7 @@ def stage : Nat := 0
 
 def fuel : Nat := 1000
 
-/-- `claim svf_queueing: at end (c * (total(response) - total(vol)) <= 2 * (prefix_total(vol) - total(vol)));` (svf.sq:68:3) -/
+/-- `claim svf_queueing: at end (c * (total(response) - total(vol)) <= 2 * (prefix_total(vol) - total(vol)));` (svf.sq:69:3) -/
 def svf_queueing_ec8fae101205 : Prop :=
   AtEndOfRun program fuel (fun m => (decide (((2 : Int) * (((Serq.sumNat (responses m.threads) : Nat) : Int) - ((Serq.sumNat (observedValues 0 m.threads) : Nat) : Int))) ≤ ((2 : Int) * (((Serq.prefixTotal (observedValues 0 m.threads) : Nat) : Int) - ((Serq.sumNat (observedValues 0 m.threads) : Nat) : Int))))))
 
