@@ -638,3 +638,24 @@ def test_svfs_claim_is_stated_at_the_end_of_the_kernel_run():
         "((Serq.sumNat (observedValues 0 m.threads) : Nat) : Int))) ≤ ((2 : Int) * (((Serq.prefixTotal "
         "(observedValues 0 m.threads) : Nat) : Int) - ((Serq.sumNat (observedValues 0 m.threads) : Nat) : Int))))))")
     assert "queueKeys := [[(.attr 6)]]" in module.text()
+
+
+@pytest.mark.lean
+def test_svfs_fifo_variant_is_refuted_in_lean_as_the_report_says(tmp_path):
+    # the broken variant's own generated statement is false, decided by the kernel on its run (Σ latency 56)
+    from serq.leangen.build import compile_file
+    fifo = tmp_path / "svf_fifo.sq"
+    fifo.write_text((PAPERS / "svf.sq").read_text().replace("queue by (volume);", "queue fifo;"))
+    module = claims_module(fifo)
+    (st,) = module.statements
+    lean = tmp_path / "SvfFifo.lean"
+    lean.write_text(module.text().replace(f"end {module.namespace}", f"""theorem fifo_fails : ¬ {st.ident} := fun h => by
+  have h2 := h.2
+  revert h2
+  decide +kernel
+
+theorem fifo_total : Serq.sumNat (responses (runProgram program fuel).threads) = 56 := by decide +kernel
+
+end {module.namespace}"""))
+    result = compile_file(lean, root=REPO)
+    assert result.ok, "\n".join(str(d) for d in result.diagnostics)
