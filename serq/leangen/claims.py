@@ -364,7 +364,8 @@ def kernel_claims_module(path: Path, program: ir.Program, engine_model_refusal: 
         pending.append((claim, names.index(claim.stage.stage), pred))
     stages = {s for _, s, _ in pending if s is not None}
     if len(stages) > 1:
-        raise outside("claims about several engines", next(c for c, s, _ in pending[1:] if s is not None).at, base)
+        first = next(s for _, s, _ in pending if s is not None)
+        raise outside("claims about several engines", next(c for c, s, _ in pending if s not in (None, first)).at, base)
     stage = stages.pop() if stages else 0
     ir_digest = hashlib.sha256(ir.to_json(program).encode()).hexdigest()
     module = KernelClaimsModule(path, f"Papers.Claims.{_module_name(path)}", ir_digest, kp, stage, names[stage],
