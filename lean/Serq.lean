@@ -30,6 +30,7 @@ public import Serq.KernelFullRun
 public import Serq.Backlog
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
+public import Serq.KernelDistinct
 
 /-! # serQ in Lean
 
