@@ -22,11 +22,15 @@ What the proof excludes, on the program's value (`DistinctProgram`, decided by
 * `arrive renewal(g)` (`gap = 0`): an arrival's event sets the next arrival's timer, which would need
   the arrivals still to come in the invariant;
 * preemption (`preemptModes` all 0, `preempt none`): a victim's hold goes back to a queue, which would
-  need the hold a release frame carries to be its own thread's;
-* pools admitted by an engine (`admitVia` all 0): the statement itself already excludes the engine `s`
-  it is about (`hvia`).
+  need the hold a release frame carries to be its own thread's.
 
-`runProgram_full_or_short` is then `full_or_short` for every run with hypotheses on the program only.
+Pools admitted by an engine (`pool reqs on S`) are covered: an engine's admission takes the hold out of
+its queue and runs its thread at once (`admitOne_keeps`). So every run of every program with
+`DistinctProgram` has no thread twice a resident of any engine (`runProgram_threadsDistinct`, through
+`runProgram_placed`), and `Placed` is a `DistinctInvariant` of it (`Placed.distinctInvariant`).
+`runProgram_full_or_short` is then `full_or_short` for every run with hypotheses on the program only
+(those of `runProgram_full_or_short_of_distinct`, among them that no pool is admitted by the engine `s`
+the statement is about, `hvia`, which `KernelFull`'s plan of one iteration needs, and `DistinctProgram`).
 -/
 @[expose] public section
 
@@ -502,7 +506,7 @@ theorem settle_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps m (settl
     · exact ((runReady_keeps p f m).trans (retryPools_keeps p f _ _ _ _)).trans (settle_keeps p f _)
     · exact (runReady_keeps p f m).trans (retryPools_keeps p f _ _ _ _)
 
-/-! ### An iteration's start (no preemption, no admission by an engine) -/
+/-! ### An iteration's start (no preemption) -/
 
 theorem Keeps.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) : Keeps m (m.served s b r n).1 := by
   simp only [Machine.served]
@@ -543,22 +547,71 @@ theorem serveOrdered_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i =
     Keeps m (serveOrdered p s m running chunk q b keys rs).1 := by
   cases keys <;> simp only [serveOrdered] <;> exact serveIn_keeps p hpre s chunk q _ m b
 
-theorem admitWaiting_keeps_none (p : Program) (s c : Nat) (q : Option Expr) (g : Bool) (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1) :
+/-- The pool `firstQueue` finds has a hold waiting. -/
+theorem firstQueue_some (s : Nat) : ∀ (k : Nat) (vs : List Nat) (qs : List PoolState) (i : Nat),
+    firstQueue s k vs qs = some i → k ≤ i ∧ ∃ w ws, (getPool qs (i - k)).queue = w :: ws
+  | k, v :: vs, q :: qs, i, h => by
+    simp only [firstQueue] at h
+    split at h
+    · next w ws heq =>
+      split at h
+      · cases h
+        exact ⟨Nat.le_refl _, w, ws, by simp [getPool, heq]⟩
+      · obtain ⟨hk, w', ws', e⟩ := firstQueue_some s (k + 1) vs qs i h
+        refine ⟨by omega, w', ws', ?_⟩
+        have e2 : i - k = (i - (k + 1)) + 1 := by omega
+        rw [e2]
+        simpa [getPool] using e
+    · obtain ⟨hk, w', ws', e⟩ := firstQueue_some s (k + 1) vs qs i h
+      refine ⟨by omega, w', ws', ?_⟩
+      have e2 : i - k = (i - (k + 1)) + 1 := by omega
+      rw [e2]
+      simpa [getPool] using e
+  | _, [], _, _, h => by simp [firstQueue] at h
+  | _, _ :: _, [], _, h => by simp [firstQueue] at h
+
+/-- An engine admits a waiting hold: its thread leaves the queue and runs at once (then its run, if it
+started one on the engine, is served). -/
+theorem admitOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f s chunk i j : Nat) (q : Option Expr)
+    (m : Machine) (b : Batch) (hj : j < countWaiters (getPool m.pools i).queue) :
+    Keeps m (admitOne p f s chunk i j q m b).1 := by
+  have h2 : Keeps m (exec p f (m.admitWaiter p (admissionStage chunk b.budget) i j)
+      (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)) :=
+    Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t)
+  simp only [admitOne]
+  repeat' split
+  all_goals first
+    | exact h2
+    | exact h2.trans (Machine.serveOne_keeps p hpre _ _ _ _ _)
+
+theorem admitWaiting_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s c : Nat) (q : Option Expr) (g : Bool) :
     ∀ (f : Nat) (m : Machine) (b : Batch), Keeps m (admitWaiting p s c q g f m b).1
   | 0, m, _ => Keeps.frame (by rfl) (fun _ => by rfl)
   | f + 1, m, b => by
-    simp only [admitWaiting, firstQueue_none s 0 p.admitVia m.pools hvia]
-    (try split) <;> exact Keeps.refl m
+    simp only [admitWaiting]
+    split
+    · exact Keeps.refl m
+    · split
+      · exact Keeps.refl m
+      · next i hi =>
+        obtain ⟨_, w, ws, hq⟩ := firstQueue_some s 0 p.admitVia m.pools i hi
+        rw [Nat.sub_zero] at hq
+        split
+        · refine Keeps.trans ?_ (admitWaiting_keeps p hpre s c q g f _ _)
+          refine admitOne_keeps p hpre f s c i _ q m b ?_
+          rw [hq]
+          exact select_lt p m i w ws
+        · exact Keeps.refl m
 
 theorem startIteration_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f s : Nat) (eng : Engine)
-    (m : Machine) (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1) : Keeps m (startIteration p f s eng m) := by
+    (m : Machine) : Keeps m (startIteration p f s eng m) := by
   simp only [startIteration]
   split
-  · exact (serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps_none p s _ _ _ hvia _ _ _)
+  · exact (serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _)
   · split
-    · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps_none p s _ _ _ hvia _ _ _))
+    · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _))
         (Keeps.frame (by rfl) (fun _ => by rfl))
-    · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps_none p s _ _ _ hvia _ _ _))
+    · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _))
         (Keeps.trans (Keeps.engine _ s _ (by rfl)) (Keeps.setTimer _ _ _ fun _ => by rfl))
 
 /-! ### A timer fires (no renewal arrivals) -/
@@ -742,11 +795,10 @@ theorem Placed.distinct {m : Machine} (h : Placed m) (s : Nat) : threadsDistinct
     simp only [Machine.placed] at h2
     omega)
 
-/-- What the proof needs of a program: no renewal arrivals, no preemption, no pool admitted by an engine. -/
+/-- What the proof needs of a program: no renewal arrivals, no preemption. -/
 structure DistinctProgram (p : Program) : Prop where
   gap : p.gap = 0
   preempt : ∀ i, getAt p.preemptModes i = 0
-  via : ∀ v ∈ p.admitVia, v = 0
 
 def natsZero : List Nat → Bool
   | [] => true
@@ -761,28 +813,18 @@ theorem natsZero_getAt : ∀ (l : List Nat), natsZero l = true → ∀ i, getAt 
     simp only [natsZero, Bool.and_eq_true] at h
     exact natsZero_getAt xs h.2 i
 
-theorem natsZero_mem : ∀ (l : List Nat), natsZero l = true → ∀ v ∈ l, v = 0
-  | [], _, v, hv => by simp at hv
-  | x :: xs, h, v, hv => by
-    simp only [natsZero, Bool.and_eq_true, beq_iff_eq] at h
-    rcases List.mem_cons.1 hv with e | e
-    · rw [e]; exact h.1
-    · exact natsZero_mem xs h.2 v e
-
-theorem DistinctProgram.of_check (p : Program)
-    (h : (p.gap == 0 && natsZero p.preemptModes && natsZero p.admitVia) = true) : DistinctProgram p := by
+/-- `DistinctProgram` checked on the program's value: `gap = 0`, every `preemptModes` entry 0. -/
+theorem DistinctProgram.of_check (p : Program) (h : (p.gap == 0 && natsZero p.preemptModes) = true) :
+    DistinctProgram p := by
   simp only [Bool.and_eq_true, beq_iff_eq] at h
-  exact ⟨h.1.1, natsZero_getAt _ h.1.2, natsZero_mem _ h.2⟩
-
-theorem DistinctProgram.hvia {p : Program} (hp : DistinctProgram p) (s : Nat) : ∀ v ∈ p.admitVia, v ≠ s + 1 :=
-  fun v hv => by rw [hp.via v hv]; omega
+  exact ⟨h.1, natsZero_getAt _ h.2⟩
 
 /-- `Placed` is a `DistinctInvariant` of every program with `DistinctProgram`, for every engine. -/
 theorem Placed.distinctInvariant (p : Program) (s : Nat) (hp : DistinctProgram p) : DistinctInvariant p s Placed where
   initial := initial_placed p hp.gap
   settle := fun f m h => h.keep (settle_keeps p f m)
   fire := fun m t tm ts he h => h.keep (fire_keeps p hp.gap m t tm ts he)
-  start := fun f i _ m _ _ h => h.keep (startIteration_keeps p hp.preempt f i _ m (hp.hvia i))
+  start := fun f i _ m _ _ h => h.keep (startIteration_keeps p hp.preempt f i _ m)
   fuel := fun m h => h.keep (Keeps.frame (by rfl) (fun _ => by rfl))
   ready := fun m h _ => h.distinct s
 
@@ -794,9 +836,63 @@ running`, no granule and a cost that is never 0: every record of stage `s` has `
 theorem runProgram_full_or_short (p : Program) (fuel s e B : Nat) (hp : DistinctProgram p) (hgrow : NoGrowth p s)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
     (hq : (getEngine p.engines e).serveOnly = none) (hg : (getEngine p.engines e).granule = .num 0)
+    (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1)
     (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
     ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
   runProgram_full_or_short_of_distinct p fuel s e B Placed hgrow (Placed.distinctInvariant p s hp) hs hB hq hg
-    (hp.hvia s) hcost
+    hvia hcost
+
+/-! ### Through the event loop: `Placed` at every run's end -/
+
+theorem startPass_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) :
+    ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool), Keeps m (startPass p f ss i tried m a).1
+  | [], _, _, m, _ => Keeps.refl m
+  | .step e :: ss, i, tried, m, a => by
+    simp only [startPass]
+    split
+    · exact startPass_keeps p hpre f ss (i + 1) tried m a
+    · split
+      · exact (startIteration_keeps p hpre f i _ m).trans (settle_keeps p f _)
+      · exact ((startIteration_keeps p hpre f i _ m).trans (settle_keeps p f _)).trans
+          (startPass_keeps p hpre f ss (i + 1) _ _ _)
+  | .delay :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p hpre f ss (i + 1) tried m a
+  | .fifo _ :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p hpre f ss (i + 1) tried m a
+
+theorem startEngines_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) :
+    ∀ (n : Nat) (tried : List Nat) (m : Machine), Keeps m (startEngines p f n tried m)
+  | 0, _, m => Keeps.refl m
+  | n + 1, tried, m => by
+    simp only [startEngines]
+    split
+    · exact startPass_keeps p hpre f _ _ _ _ _
+    · exact (startPass_keeps p hpre f _ _ _ _ _).trans (startEngines_keeps p hpre f n _ _)
+
+theorem endOfInstant_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) (m : Machine) :
+    Keeps m (endOfInstant p f m) := by
+  simp only [endOfInstant]
+  split
+  · exact Keeps.refl m
+  · exact startEngines_keeps p hpre f _ _ _
+
+theorem loop_keeps (p : Program) (hp : DistinctProgram p) : ∀ (f : Nat) (m : Machine), Keeps m (loop p f m)
+  | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
+  | f + 1, m => by
+    simp only [loop]
+    split
+    · exact Keeps.refl m
+    · next tm ts heq =>
+      exact (((fire_keeps p hp.gap m _ tm ts heq).trans (settle_keeps p f _)).trans
+        (endOfInstant_keeps p hp.preempt f _)).trans (loop_keeps p hp f _)
+
+/-- At the end of every run of a program with `DistinctProgram` (and, `Placed` being kept by every
+function of the machine, at every point of it), no thread is placed twice. -/
+theorem runProgram_placed (p : Program) (fuel : Nat) (hp : DistinctProgram p) : Placed (runProgram p fuel) :=
+  (initial_placed p hp.gap).keep
+    (((settle_keeps p fuel _).trans (endOfInstant_keeps p hp.preempt fuel _)).trans (loop_keeps p hp fuel _))
+
+/-- No thread twice a resident of any engine at the end of every run of a program with `DistinctProgram`. -/
+theorem runProgram_threadsDistinct (p : Program) (fuel s : Nat) (hp : DistinctProgram p) :
+    threadsDistinct (getEngineState (runProgram p fuel).engines s).residents :=
+  (runProgram_placed p fuel hp).distinct s
 
 end Serq.Kernel
