@@ -10,7 +10,7 @@ module gives one. A session's thread is, at any point of a run, in at most one p
 (`Machine.ready`), a timer that will make it ready (a delay run's end `resume`, a fifo run's end
 `fifoDone`, its `arrival`), a fifo stage's queue (`Job`), a pool's queue (`Waiter`), or an engine's
 residents (`Resident`); or nowhere (its session ended, or the thread is the one `exec` runs now).
-`Machine.placed m t` counts the places of `t`, and the invariant is `Placed m`: every thread is
+`Machine.placed m t` counts the places of `t`, and the invariant is `Placed g m`: every thread is
 placed at most once, and the thread list's entry `j` is thread `j` (or one that has nothing left to
 run, `SerialOk`). Every function of the machine takes a thread out of a place only to put it in
 another, or to run it (`exec`, which places the thread it runs at most once: `exec_moved`); so
@@ -46,17 +46,19 @@ def occ (t : Nat) : List Nat → Nat
   | [] => 0
   | x :: xs => bump t x + occ t xs
 
-/-- A timer that will make thread `t` ready places it (an iteration's end and a lease's do not). -/
-def wakeOcc (t : Nat) : Wake → Nat
+/-- A timer that will make thread `t` ready places it (an iteration's end and a lease's do not). Under
+`arrive renewal(g)` (`g ≠ 0`) session `u`'s arrival, which sets the next arrival's timer when it fires,
+places every thread from `u` on: the sessions still to arrive. -/
+def wakeOcc (g t : Nat) : Wake → Nat
   | .resume u => bump t u
   | .fifoDone _ u => bump t u
-  | .arrival u => bump t u
+  | .arrival u => if g = 0 then bump t u else if u ≤ t then 1 else 0
   | .iterationEnd _ => 0
   | .leaseEnd _ _ => 0
 
-def occTimers (t : Nat) : List Timer → Nat
+def occTimers (g t : Nat) : List Timer → Nat
   | [] => 0
-  | x :: xs => wakeOcc t x.wake + occTimers t xs
+  | x :: xs => wakeOcc g t x.wake + occTimers g t xs
 
 def occJobs (t : Nat) : List Job → Nat
   | [] => 0
@@ -80,14 +82,16 @@ def occEngines (t : Nat) : List EngineState → Nat
 
 /-- The places of thread `t`: the ready threads, the timers, the fifo stages' queues, the pools' queues,
 the engines' residents. -/
-def Machine.placed (m : Machine) (t : Nat) : Nat :=
-  occ t m.ready + occTimers t m.timers + occStages t m.stages + occPools t m.pools + occEngines t m.engines
+def Machine.placed (m : Machine) (g t : Nat) : Nat :=
+  occ t m.ready + occTimers g t m.timers + occStages t m.stages + occPools t m.pools + occEngines t m.engines
 
 /-- The thread list's entry `j` is thread `j`, or a thread with nothing left to run. -/
 def SerialOk (ts : List Thread) : Prop := ∀ j, (getThread ts j).serial = j ∨ (getThread ts j).k = []
 
 /-- The invariant: the threads are in their places, and no thread is placed twice. -/
-def Placed (m : Machine) : Prop := SerialOk m.threads ∧ ∀ t, m.placed t ≤ 1
+def Placed (g : Nat) (m : Machine) : Prop := SerialOk m.threads ∧ ∀ t, m.placed g t ≤ 1
+
+variable {g : Nat}
 
 /-! ### Lists -/
 
@@ -100,7 +104,7 @@ theorem occ_appendNats (t : Nat) : ∀ a b : List Nat, occ t (appendNats a b) = 
   | x :: xs, b => by simp only [appendNats, occ, occ_appendNats t xs b]; omega
 
 theorem occTimers_insert (t : Nat) (tm : Timer) : ∀ l : List Timer,
-    occTimers t (insertTimer tm l) = occTimers t l + wakeOcc t tm.wake
+    occTimers g t (insertTimer tm l) = occTimers g t l + wakeOcc g t tm.wake
   | [] => by simp [insertTimer, occTimers]
   | x :: xs => by
     simp only [insertTimer]
@@ -210,82 +214,82 @@ theorem SerialOk.set {ts : List Thread} (h : SerialOk ts) (v : Thread) : SerialO
 
 /-- `m'` places every thread `t` no more often than `m` does, plus `x t`, and keeps the threads in their
 entries (given that `m` does). -/
-structure Moved (m m' : Machine) (x : Nat → Nat) : Prop where
+structure Moved (g : Nat) (m m' : Machine) (x : Nat → Nat) : Prop where
   serial : SerialOk m.threads → SerialOk m'.threads
-  le : SerialOk m.threads → ∀ t, m'.placed t ≤ m.placed t + x t
+  le : SerialOk m.threads → ∀ t, m'.placed g t ≤ m.placed g t + x t
 
 /-- No thread more often placed. -/
-abbrev Keeps (m m' : Machine) : Prop := Moved m m' (fun _ => 0)
+abbrev Keeps (g : Nat) (m m' : Machine) : Prop := Moved g m m' (fun _ => 0)
 
-theorem Keeps.refl (m : Machine) : Keeps m m := ⟨id, fun _ t => Nat.le_add_right _ _⟩
+theorem Keeps.refl (m : Machine) : Keeps g m m := ⟨id, fun _ t => Nat.le_add_right _ _⟩
 
-theorem Keeps.trans {a b c : Machine} (h1 : Keeps a b) (h2 : Keeps b c) : Keeps a c :=
+theorem Keeps.trans {a b c : Machine} (h1 : Keeps g a b) (h2 : Keeps g b c) : Keeps g a c :=
   ⟨fun hs => h2.serial (h1.serial hs), fun hs t => by
-    have e1 : b.placed t ≤ a.placed t + 0 := h1.le hs t
-    have e2 : c.placed t ≤ b.placed t + 0 := h2.le (h1.serial hs) t
-    show c.placed t ≤ a.placed t + 0
+    have e1 : b.placed g t ≤ a.placed g t + 0 := h1.le hs t
+    have e2 : c.placed g t ≤ b.placed g t + 0 := h2.le (h1.serial hs) t
+    show c.placed g t ≤ a.placed g t + 0
     omega⟩
 
-theorem Keeps.moved {a b : Machine} {x : Nat → Nat} (h : Keeps a b) : Moved a b x :=
+theorem Keeps.moved {a b : Machine} {x : Nat → Nat} (h : Keeps g a b) : Moved g a b x :=
   ⟨h.serial, fun hs t => by
-    have e1 : b.placed t ≤ a.placed t + 0 := h.le hs t
+    have e1 : b.placed g t ≤ a.placed g t + 0 := h.le hs t
     omega⟩
 
-theorem Keeps.then {a b c : Machine} {x : Nat → Nat} (h1 : Keeps a b) (h2 : Moved b c x) : Moved a c x :=
+theorem Keeps.then {a b c : Machine} {x : Nat → Nat} (h1 : Keeps g a b) (h2 : Moved g b c x) : Moved g a c x :=
   ⟨fun hs => h2.serial (h1.serial hs), fun hs t => by
-    have e1 : b.placed t ≤ a.placed t + 0 := h1.le hs t
+    have e1 : b.placed g t ≤ a.placed g t + 0 := h1.le hs t
     have e2 := h2.le (h1.serial hs) t
     omega⟩
 
-theorem Moved.keep {a b c : Machine} {x : Nat → Nat} (h1 : Moved a b x) (h2 : Keeps b c) : Moved a c x :=
+theorem Moved.keep {a b c : Machine} {x : Nat → Nat} (h1 : Moved g a b x) (h2 : Keeps g b c) : Moved g a c x :=
   ⟨fun hs => h2.serial (h1.serial hs), fun hs t => by
     have e1 := h1.le hs t
-    have e2 : c.placed t ≤ b.placed t + 0 := h2.le (h1.serial hs) t
+    have e2 : c.placed g t ≤ b.placed g t + 0 := h2.le (h1.serial hs) t
     omega⟩
 
-theorem Placed.keep {m m' : Machine} (h : Placed m) (k : Keeps m m') : Placed m' :=
+theorem Placed.keep {m m' : Machine} (h : Placed g m) (k : Keeps g m m') : Placed g m' :=
   ⟨k.serial h.1, fun t => by
-    have e1 : m'.placed t ≤ m.placed t + 0 := k.le h.1 t
+    have e1 : m'.placed g t ≤ m.placed g t + 0 := k.le h.1 t
     have e2 := h.2 t
     omega⟩
 
-theorem Keeps.frame {m m' : Machine} (hth : m'.threads = m.threads) (hp : ∀ t, m'.placed t = m.placed t) :
-    Keeps m m' :=
+theorem Keeps.frame {m m' : Machine} (hth : m'.threads = m.threads) (hp : ∀ t, m'.placed g t = m.placed g t) :
+    Keeps g m m' :=
   ⟨fun h => hth ▸ h, fun _ t => by rw [hp t]; exact Nat.le_add_right _ _⟩
 
-theorem Keeps.put (m : Machine) (th : Thread) : Keeps m (m.put th) :=
+theorem Keeps.put (m : Machine) (th : Thread) : Keeps g m (m.put th) :=
   ⟨fun h => h.set th, fun _ t => by simp only [Machine.placed, Machine.put]; omega⟩
 
 theorem Keeps.pools (m : Machine) (ps : List PoolState) (h : ps.map PoolState.queue = m.pools.map PoolState.queue) :
-    Keeps m { m with pools := ps } :=
+    Keeps g m { m with pools := ps } :=
   ⟨id, fun _ t => by simp only [Machine.placed, occPools_of_queues t _ _ h]; omega⟩
 
 theorem Keeps.setPool (m : Machine) (i : Nat) (v : PoolState) (hv : v.queue = (getPool m.pools i).queue) :
-    Keeps m { m with pools := setPool m.pools i v } :=
+    Keeps g m { m with pools := setPool m.pools i v } :=
   Keeps.pools m _ (setPool_queues _ _ _ hv)
 
 theorem Keeps.engine (m : Machine) (s : Nat) (v : EngineState)
     (hv : threadsOf v.residents = threadsOf (getEngineState m.engines s).residents) :
-    Keeps m { m with engines := setEngineState m.engines s v } :=
+    Keeps g m { m with engines := setEngineState m.engines s v } :=
   ⟨id, fun _ t => by
     have h1 := occEngines_set t m.engines s v
     rw [hv] at h1
     simp only [Machine.placed]
     omega⟩
 
-theorem Keeps.setTimer (m : Machine) (time : Nat) (w : Wake) (hw : ∀ t, wakeOcc t w = 0) :
-    Keeps m (m.setTimer time w) :=
+theorem Keeps.setTimer (m : Machine) (time : Nat) (w : Wake) (hw : ∀ t, wakeOcc g t w = 0) :
+    Keeps g m (m.setTimer time w) :=
   ⟨id, fun _ t => by simp only [Machine.placed, Machine.setTimer, occTimers_insert, hw]; omega⟩
 
-theorem Moved.setTimer (m : Machine) (time : Nat) (w : Wake) : Moved m (m.setTimer time w) (fun t => wakeOcc t w) :=
+theorem Moved.setTimer (m : Machine) (time : Nat) (w : Wake) : Moved g m (m.setTimer time w) (fun t => wakeOcc g t w) :=
   ⟨id, fun _ t => by simp only [Machine.placed, Machine.setTimer, occTimers_insert]; omega⟩
 
-theorem Keeps.leaseTimer (m : Machine) (u : Nat) (d : Option Nat) : Keeps m (m.leaseTimer u d) := by
+theorem Keeps.leaseTimer (m : Machine) (u : Nat) (d : Option Nat) : Keeps g m (m.leaseTimer u d) := by
   cases d with
   | none => exact Keeps.frame (by rfl) (fun _ => by rfl)
   | some t => exact Keeps.setTimer m _ _ (fun _ => by rfl)
 
-theorem Moved.addJob (p : Program) (m : Machine) (s u w : Nat) : Moved m (m.addJob p s u w) (fun t => bump t u) := by
+theorem Moved.addJob (p : Program) (m : Machine) (s u w : Nat) : Moved g m (m.addJob p s u w) (fun t => bump t u) := by
   simp only [Machine.addJob]
   split
   · exact Moved.setTimer m _ _
@@ -306,7 +310,7 @@ theorem Moved.addJob (p : Program) (m : Machine) (s u w : Nat) : Moved m (m.addJ
       omega
 
 theorem Moved.step (m : Machine) (s : Nat) (r : Resident) (a : Nat) :
-    Moved m { m with engines := setEngineState m.engines s { getEngineState m.engines s with
+    Moved g m { m with engines := setEngineState m.engines s { getEngineState m.engines s with
       residents := insertResident r (getEngineState m.engines s).residents }, admSeq := a } (fun t => bump t r.thread) :=
   ⟨id, fun _ t => by
     have h1 := occEngines_set t m.engines s { getEngineState m.engines s with
@@ -318,7 +322,7 @@ theorem Moved.step (m : Machine) (s : Nat) (r : Resident) (a : Nat) :
 
 theorem Moved.join (m : Machine) (i : Nat) (ws : List Waiter) (u : Nat)
     (h : ∀ t, occWaiters t ws ≤ occWaiters t (getPool m.pools i).queue + bump t u) :
-    Moved m { m with pools := setPool m.pools i { getPool m.pools i with queue := ws } } (fun t => bump t u) :=
+    Moved g m { m with pools := setPool m.pools i { getPool m.pools i with queue := ws } } (fun t => bump t u) :=
   ⟨id, fun _ t => by
     have h1 := occPools_set t m.pools i { getPool m.pools i with queue := ws }
     have h2 := h t
@@ -329,7 +333,7 @@ theorem Moved.join (m : Machine) (i : Nat) (ws : List Waiter) (u : Nat)
 /-! ### A thread's run places it at most once -/
 
 theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread),
-    Moved m (exec p f m th) (fun t => bump t th.serial)
+    Moved g m (exec p f m th) (fun t => bump t th.serial)
   | 0, m, th => by
     simp only [exec]
     exact Keeps.moved (Keeps.trans (Keeps.put m th) (Keeps.frame (by rfl) (fun _ => by rfl)))
@@ -391,29 +395,29 @@ theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread),
             · rw [occWaiters_insert]; try exact Nat.le_refl _
 
 /-- A thread with nothing left to run places nothing. -/
-theorem exec_nil (p : Program) (f : Nat) (m : Machine) (th : Thread) (hk : th.k = []) : Keeps m (exec p f m th) := by
+theorem exec_nil (p : Program) (f : Nat) (m : Machine) (th : Thread) (hk : th.k = []) : Keeps g m (exec p f m th) := by
   cases f with
   | zero => simp only [exec]; exact Keeps.trans (Keeps.put m th) (Keeps.frame (by rfl) (fun _ => by rfl))
   | succ f => simp only [exec, hk]; exact (Keeps.pools m _ (endLeases_queues ..)).trans (Keeps.put _ _)
 
 /-- The thread of entry `u` runs: it places at most `u` once. -/
 theorem exec_moved_at (p : Program) (f u : Nat) (m : Machine) :
-    Moved m (exec p f m (getThread m.threads u)) (fun t => bump t u) :=
-  ⟨(exec_moved p f m _).serial, fun hs t => by
+    Moved g m (exec p f m (getThread m.threads u)) (fun t => bump t u) :=
+  ⟨(exec_moved (g := g) p f m _).serial, fun hs t => by
     rcases hs u with e | e
-    · have h := (exec_moved p f m (getThread m.threads u)).le hs t
+    · have h := (exec_moved (g := g) p f m (getThread m.threads u)).le hs t
       simp only [e] at h
       exact h
-    · have h : (exec p f m (getThread m.threads u)).placed t ≤ m.placed t + 0 := (exec_nil p f m _ e).le hs t
+    · have h : (exec p f m (getThread m.threads u)).placed g t ≤ m.placed g t + 0 := (exec_nil p f m _ e).le hs t
       show _ ≤ _ + bump t u
       omega⟩
 
 /-- A thread taken out of its place (`m1` is `m0` without it) runs. -/
 theorem Keeps.take (p : Program) (f u : Nat) {m0 m1 : Machine} (hth : SerialOk m0.threads → SerialOk m1.threads)
-    (h : SerialOk m0.threads → ∀ t, m1.placed t + bump t u ≤ m0.placed t) :
-    Keeps m0 (exec p f m1 (getThread m1.threads u)) :=
-  ⟨fun hs => (exec_moved_at p f u m1).serial (hth hs), fun hs t => by
-    have h1 := (exec_moved_at p f u m1).le (hth hs) t
+    (h : SerialOk m0.threads → ∀ t, m1.placed g t + bump t u ≤ m0.placed g t) :
+    Keeps g m0 (exec p f m1 (getThread m1.threads u)) :=
+  ⟨fun hs => (exec_moved_at (g := g) p f u m1).serial (hth hs), fun hs t => by
+    have h1 := (exec_moved_at (g := g) p f u m1).le (hth hs) t
     have h2 := h hs t
     show _ ≤ _ + 0
     try simp only at h1
@@ -421,7 +425,7 @@ theorem Keeps.take (p : Program) (f u : Nat) {m0 m1 : Machine} (hth : SerialOk m
 
 /-! ### Settling an instant -/
 
-theorem runReady_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps m (runReady p f m)
+theorem runReady_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps g m (runReady p f m)
   | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
   | f + 1, m => by
     simp only [runReady]
@@ -441,7 +445,7 @@ theorem Machine.admitWaiter_serial (p : Program) (m : Machine) (st : List Nat) (
 
 theorem Machine.admitWaiter_placed (p : Program) (m : Machine) (st : List Nat) (i j : Nat)
     (hj : j < countWaiters (getPool m.pools i).queue) (t : Nat) :
-    (m.admitWaiter p st i j).placed t + bump t (getWaiter (getPool m.pools i).queue j).thread ≤ m.placed t := by
+    (m.admitWaiter p st i j).placed g t + bump t (getWaiter (getPool m.pools i).queue j).thread ≤ m.placed g t := by
   have h1 := occPools_set t m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j }
   have h2 := occWaiters_remove t (getPool m.pools i).queue j hj
   simp only at h1
@@ -468,7 +472,7 @@ theorem select_lt (p : Program) (m : Machine) (i : Nat) (w : Waiter) (ws : List 
     · omega
     · exact Nat.lt_of_lt_of_le (selectIn_lt p m _ ws 1 0 _ Nat.zero_lt_one) (by omega)
 
-theorem retryQueue_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool), Keeps m (retryQueue p f m i b).1
+theorem retryQueue_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool), Keeps g m (retryQueue p f m i b).1
   | 0, m, i, b => Keeps.frame (by rfl) (fun _ => by rfl)
   | f + 1, m, i, b => by
     simp only [retryQueue]
@@ -480,25 +484,25 @@ theorem retryQueue_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
         have hj : select p m i (hd :: tl) < countWaiters (getPool m.pools i).queue := by
           rw [heq]; exact select_lt p m i hd tl
         refine ⟨fun hs => Machine.admitWaiter_serial p m [] i _ hs, fun hs t => ?_⟩
-        have h := Machine.admitWaiter_placed p m [] i _ hj t
+        have h := Machine.admitWaiter_placed (g := g) p m [] i _ hj t
         rw [heq] at h
         simp only [Machine.placed, occ_appendNat, Machine.admitWaiter_ready] at h ⊢
         omega
       · exact Keeps.refl m
 
-theorem retryPool_keeps (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) : Keeps m (retryPool p f m i b).1 := by
+theorem retryPool_keeps (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) : Keeps g m (retryPool p f m i b).1 := by
   simp only [retryPool]
   split
   · exact retryQueue_keeps p f m i b
   · exact Keeps.refl m
 
-theorem retryPools_keeps (p : Program) (f : Nat) : ∀ (n i : Nat) (m : Machine) (b : Bool), Keeps m (retryPools p f n i m b).1
+theorem retryPools_keeps (p : Program) (f : Nat) : ∀ (n i : Nat) (m : Machine) (b : Bool), Keeps g m (retryPools p f n i m b).1
   | 0, _, m, _ => Keeps.refl m
   | n + 1, i, m, b => by
     simp only [retryPools]
     exact (retryPool_keeps p f m i b).trans (retryPools_keeps p f n (i + 1) _ _)
 
-theorem settle_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps m (settle p f m)
+theorem settle_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps g m (settle p f m)
   | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
   | f + 1, m => by
     simp only [settle]
@@ -508,17 +512,17 @@ theorem settle_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps m (settl
 
 /-! ### An iteration's start (no preemption) -/
 
-theorem Keeps.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) : Keeps m (m.served s b r n).1 := by
+theorem Keeps.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) : Keeps g m (m.served s b r n).1 := by
   simp only [Machine.served]
   exact Keeps.engine m s _ (threadsOf_setSched _ _ _)
 
-theorem Machine.grown_keeps (p : Program) (m : Machine) (t i want : Nat) (h : Held) : Keeps m (m.grown p t i want h) := by
+theorem Machine.grown_keeps (p : Program) (m : Machine) (t i want : Nat) (h : Held) : Keeps g m (m.grown p t i want h) := by
   simp only [Machine.grown]
   refine (Keeps.setPool m _ _ ?_).trans (Keeps.put _ _)
   rfl
 
 theorem Machine.serveOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat) (m : Machine) (b : Batch)
-    (r : Resident) (n : Nat) : Keeps m (m.serveOne p s b r n).1 := by
+    (r : Resident) (n : Nat) : Keeps g m (m.serveOne p s b r n).1 := by
   simp only [Machine.serveOne]
   repeat' split
   all_goals first
@@ -528,7 +532,7 @@ theorem Machine.serveOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes
     | exact absurd (hpre _) (by assumption)
 
 theorem serveIn_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s chunk : Nat) (q : Option Expr) :
-    ∀ (ts : List Nat) (m : Machine) (b : Batch), Keeps m (serveIn p s chunk q ts m b).1 := by
+    ∀ (ts : List Nat) (m : Machine) (b : Batch), Keeps g m (serveIn p s chunk q ts m b).1 := by
   intro ts
   induction ts with
   | nil => intro m b; exact Keeps.refl m
@@ -544,7 +548,7 @@ theorem serveIn_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (
 
 theorem serveOrdered_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat) (m : Machine)
     (running : List Nat) (chunk : Nat) (q : Option Expr) (b : Batch) (keys : List Expr) (rs : List Resident) :
-    Keeps m (serveOrdered p s m running chunk q b keys rs).1 := by
+    Keeps g m (serveOrdered p s m running chunk q b keys rs).1 := by
   cases keys <;> simp only [serveOrdered] <;> exact serveIn_keeps p hpre s chunk q _ m b
 
 /-- The pool `firstQueue` finds has a hold waiting. -/
@@ -574,8 +578,8 @@ theorem firstQueue_some (s : Nat) : ∀ (k : Nat) (vs : List Nat) (qs : List Poo
 started one on the engine, is served). -/
 theorem admitOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f s chunk i j : Nat) (q : Option Expr)
     (m : Machine) (b : Batch) (hj : j < countWaiters (getPool m.pools i).queue) :
-    Keeps m (admitOne p f s chunk i j q m b).1 := by
-  have h2 : Keeps m (exec p f (m.admitWaiter p (admissionStage chunk b.budget) i j)
+    Keeps g m (admitOne p f s chunk i j q m b).1 := by
+  have h2 : Keeps g m (exec p f (m.admitWaiter p (admissionStage chunk b.budget) i j)
       (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)) :=
     Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t)
   simp only [admitOne]
@@ -584,8 +588,8 @@ theorem admitOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) 
     | exact h2
     | exact h2.trans (Machine.serveOne_keeps p hpre _ _ _ _ _)
 
-theorem admitWaiting_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s c : Nat) (q : Option Expr) (g : Bool) :
-    ∀ (f : Nat) (m : Machine) (b : Batch), Keeps m (admitWaiting p s c q g f m b).1
+theorem admitWaiting_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s c : Nat) (q : Option Expr) (gated : Bool) :
+    ∀ (f : Nat) (m : Machine) (b : Batch), Keeps g m (admitWaiting p s c q gated f m b).1
   | 0, m, _ => Keeps.frame (by rfl) (fun _ => by rfl)
   | f + 1, m, b => by
     simp only [admitWaiting]
@@ -597,14 +601,14 @@ theorem admitWaiting_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i =
         obtain ⟨_, w, ws, hq⟩ := firstQueue_some s 0 p.admitVia m.pools i hi
         rw [Nat.sub_zero] at hq
         split
-        · refine Keeps.trans ?_ (admitWaiting_keeps p hpre s c q g f _ _)
+        · refine Keeps.trans ?_ (admitWaiting_keeps p hpre s c q gated f _ _)
           refine admitOne_keeps p hpre f s c i _ q m b ?_
           rw [hq]
           exact select_lt p m i w ws
         · exact Keeps.refl m
 
 theorem startIteration_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f s : Nat) (eng : Engine)
-    (m : Machine) : Keeps m (startIteration p f s eng m) := by
+    (m : Machine) : Keeps g m (startIteration p f s eng m) := by
   simp only [startIteration]
   split
   · exact (serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _)
@@ -625,7 +629,7 @@ theorem startIteration_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i
 @[simp] theorem Machine.advanceHolds_pools (m : Machine) (rs : List Resident) : (m.advanceHolds rs).pools = m.pools := by
   fun_induction m.advanceHolds rs <;> simp_all [Machine.put]
 
-theorem Machine.advanceHolds_keeps (m : Machine) (rs : List Resident) : Keeps m (m.advanceHolds rs) := by
+theorem Machine.advanceHolds_keeps (m : Machine) (rs : List Resident) : Keeps g m (m.advanceHolds rs) := by
   fun_induction m.advanceHolds rs
   · exact Keeps.refl _
   all_goals first
@@ -634,9 +638,9 @@ theorem Machine.advanceHolds_keeps (m : Machine) (rs : List Resident) : Keeps m 
 
 /-- An iteration's end: the threads whose run ended go from the residents to the ready threads. -/
 theorem Keeps.finish (m : Machine) (s : Nat) (es : EngineState) (hes : (getEngineState m.engines s).residents = es.residents)
-    (g : List Progress) (t0 t1 : Nat) (gs : List Progress) :
-    Keeps m { m with
-      progress := g,
+    (gp : List Progress) (t0 t1 : Nat) (gs : List Progress) :
+    Keeps g m { m with
+      progress := gp,
       engines := setEngineState m.engines s { es with busy := false, residents := (applyTokens t0 t1 gs es.residents).2.1 },
       ready := appendNats m.ready (applyTokens t0 t1 gs es.residents).2.2 } :=
   ⟨id, fun _ t => by
@@ -647,16 +651,24 @@ theorem Keeps.finish (m : Machine) (s : Nat) (es : EngineState) (hes : (getEngin
     simp only [Machine.placed, occ_appendNats]
     omega⟩
 
-theorem fire_moved (p : Program) (hgap : p.gap = 0) (m : Machine) (w : Wake) :
-    Moved m (fire p m w) (fun t => wakeOcc t w) := by
+theorem fire_moved (p : Program) (m : Machine) (w : Wake) :
+    Moved p.gap m (fire p m w) (fun t => wakeOcc p.gap t w) := by
   cases w with
   | resume u =>
     exact ⟨id, fun _ t => by simp only [fire, Machine.placed, occ_appendNat, wakeOcc]; omega⟩
   | arrival u =>
-    have e : fire p m (.arrival u) = { m with ready := appendNat m.ready u, arrived := m.arrived + 1 } := by
-      simp [fire, hgap]
-    rw [e]
-    exact ⟨id, fun _ t => by simp only [Machine.placed, occ_appendNat, wakeOcc]; omega⟩
+    simp only [fire]
+    split
+    · next hc =>
+      refine ⟨id, fun _ t => ?_⟩
+      try simp at hc
+      simp only [Machine.placed, Machine.setTimer, occTimers_insert, occ_appendNat, wakeOcc, bump]
+      repeat' split
+      all_goals omega
+    · refine ⟨id, fun _ t => ?_⟩
+      simp only [Machine.placed, occ_appendNat, wakeOcc, bump]
+      repeat' split
+      all_goals omega
   | iterationEnd s =>
     simp only [fire]
     exact Keeps.moved (Keeps.trans (Machine.advanceHolds_keeps _ _) (Keeps.finish _ s _ (by simp) _ _ _ _))
@@ -683,9 +695,9 @@ theorem fire_moved (p : Program) (hgap : p.gap = 0) (m : Machine) (w : Wake) :
       simp only [Machine.placed, Machine.setTimer, occ_appendNat, occTimers_insert, wakeOcc]
       omega
 
-theorem fire_keeps (p : Program) (hgap : p.gap = 0) (m : Machine) (now : Nat) (tm : Timer) (ts : List Timer)
-    (he : m.timers = tm :: ts) : Keeps m (fire p { m with now := now, timers := ts } tm.wake) :=
-  have h := fire_moved p hgap { m with now := now, timers := ts } tm.wake
+theorem fire_keeps (p : Program) (m : Machine) (now : Nat) (tm : Timer) (ts : List Timer)
+    (he : m.timers = tm :: ts) : Keeps p.gap m (fire p { m with now := now, timers := ts } tm.wake) :=
+  have h := fire_moved p { m with now := now, timers := ts } tm.wake
   ⟨h.serial, fun hs t => by
     have h1 := h.le hs t
     try simp only at h1
@@ -701,18 +713,21 @@ theorem occ_serials (t : Nat) : ∀ (n s : Nat), occ t (serials n s) = if t < s 
     repeat' split
     all_goals omega
 
+theorem wakeOcc_zero_arrival (t u : Nat) : wakeOcc 0 t (.arrival u) = bump t u := by
+  simp [wakeOcc]
+
 theorem occTimers_trace (t : Nat) : ∀ (ts : List Nat) (s : Nat),
-    occTimers t (traceTimers ts s) = if t < s then 0 else if t < s + countNats ts then 1 else 0
+    occTimers 0 t (traceTimers ts s) = if t < s then 0 else if t < s + countNats ts then 1 else 0
   | [], s => by simp only [traceTimers, occTimers, countNats]; split <;> (try split) <;> omega
   | x :: ts, s => by
-    simp only [traceTimers, occTimers, wakeOcc, bump, countNats, occTimers_trace t ts (s + 1)]
+    simp only [traceTimers, occTimers, wakeOcc_zero_arrival, bump, countNats, occTimers_trace t ts (s + 1)]
     repeat' split
     all_goals omega
 
 theorem occ_serials_le (t n s : Nat) : occ t (serials n s) ≤ 1 := by
   rw [occ_serials]; split <;> (try split) <;> omega
 
-theorem occTimers_trace_le (t : Nat) (ts : List Nat) (s : Nat) : occTimers t (traceTimers ts s) ≤ 1 := by
+theorem occTimers_trace_le (t : Nat) (ts : List Nat) (s : Nat) : occTimers 0 t (traceTimers ts s) ≤ 1 := by
   rw [occTimers_trace]; split <;> (try split) <;> omega
 
 theorem occStages_idle (t : Nat) : ∀ ss : List Service, occStages t (idleStages ss) = 0
@@ -737,7 +752,7 @@ theorem getThread_arrivals (p : Program) : ∀ (n s j : Nat),
     · left; rw [e]; omega
     · right; exact e
 
-theorem initial_placed (p : Program) (hgap : p.gap = 0) : Placed (initial p) := by
+theorem initial_placed (p : Program) (harr : p.gap = 0 ∨ p.arrivalTimes = []) : Placed p.gap (initial p) := by
   refine ⟨?_, fun t => ?_⟩
   · have he : (initial p).threads = arrivals p p.sessions 0 := by
       unfold initial; dsimp only; split <;> rfl
@@ -746,14 +761,27 @@ theorem initial_placed (p : Program) (hgap : p.gap = 0) : Placed (initial p) := 
     rcases getThread_arrivals p p.sessions 0 j with e | e
     · left; omega
     · right; exact e
-  · unfold initial
-    dsimp only
-    split
-    · have h1 := occ_serials_le t p.sessions 0
-      simp only [Machine.placed, hgap, occStages_idle, occPools_empty, occEngines_idle]
-      simp [occTimers, h1]
-    · have h1 := occTimers_trace_le t p.arrivalTimes 0
-      simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, occ]
+  · cases ha : p.arrivalTimes with
+    | nil =>
+      unfold initial
+      simp only [ha]
+      by_cases hg : p.gap = 0
+      · have h1 := occ_serials_le t p.sessions 0
+        simp only [Machine.placed, hg, occStages_idle, occPools_empty, occEngines_idle]
+        simp [occTimers, h1]
+      · simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, if_neg hg]
+        split
+        · simp [occTimers, wakeOcc, hg, occ]
+        · simp [occTimers, occ]
+    | cons x xs =>
+      have hg : p.gap = 0 := by
+        rcases harr with h | h
+        · exact h
+        · rw [ha] at h; cases h
+      have h1 := occTimers_trace_le t (x :: xs) 0
+      unfold initial
+      simp only [ha]
+      simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, occ, hg]
       simp_all
 
 /-! ### `DistinctInvariant`, and `full_or_short` for every run -/
@@ -788,16 +816,16 @@ theorem occ_getEngineState_le (t : Nat) : ∀ (l : List EngineState) (s : Nat),
     simp only [getEngineState, occEngines]; omega
 
 /-- No thread placed twice: no thread twice a resident of any engine. -/
-theorem Placed.distinct {m : Machine} (h : Placed m) (s : Nat) : threadsDistinct (getEngineState m.engines s).residents :=
+theorem Placed.distinct {m : Machine} (h : Placed g m) (s : Nat) : threadsDistinct (getEngineState m.engines s).residents :=
   natsDistinct_of_occ _ (fun t => by
     have h1 := occ_getEngineState_le t m.engines s
     have h2 := h.2 t
     simp only [Machine.placed] at h2
     omega)
 
-/-- What the proof needs of a program: no renewal arrivals, no preemption. -/
+/-- What the proof needs of a program: no renewal arrivals beside a trace's, no preemption. -/
 structure DistinctProgram (p : Program) : Prop where
-  gap : p.gap = 0
+  arrivals : p.gap = 0 ∨ p.arrivalTimes = []
   preempt : ∀ i, getAt p.preemptModes i = 0
 
 def natsZero : List Nat → Bool
@@ -813,17 +841,24 @@ theorem natsZero_getAt : ∀ (l : List Nat), natsZero l = true → ∀ i, getAt 
     simp only [natsZero, Bool.and_eq_true] at h
     exact natsZero_getAt xs h.2 i
 
-/-- `DistinctProgram` checked on the program's value: `gap = 0`, every `preemptModes` entry 0. -/
-theorem DistinctProgram.of_check (p : Program) (h : (p.gap == 0 && natsZero p.preemptModes) = true) :
-    DistinctProgram p := by
-  simp only [Bool.and_eq_true, beq_iff_eq] at h
-  exact ⟨h.1, natsZero_getAt _ h.2⟩
+/-- `DistinctProgram` checked on the program's value: `gap = 0` or no trace, every `preemptModes` entry 0. -/
+theorem DistinctProgram.of_check (p : Program)
+    (h : ((p.gap == 0 || countNats p.arrivalTimes == 0) && natsZero p.preemptModes) = true) : DistinctProgram p := by
+  simp only [Bool.and_eq_true, Bool.or_eq_true, beq_iff_eq] at h
+  refine ⟨?_, natsZero_getAt _ h.2⟩
+  rcases h.1 with h1 | h1
+  · exact Or.inl h1
+  · right
+    cases e : p.arrivalTimes with
+    | nil => rfl
+    | cons x xs => rw [e] at h1; simp [countNats] at h1
 
 /-- `Placed` is a `DistinctInvariant` of every program with `DistinctProgram`, for every engine. -/
-theorem Placed.distinctInvariant (p : Program) (s : Nat) (hp : DistinctProgram p) : DistinctInvariant p s Placed where
-  initial := initial_placed p hp.gap
+theorem Placed.distinctInvariant (p : Program) (s : Nat) (hp : DistinctProgram p) :
+    DistinctInvariant p s (Placed p.gap) where
+  initial := initial_placed p hp.arrivals
   settle := fun f m h => h.keep (settle_keeps p f m)
-  fire := fun m t tm ts he h => h.keep (fire_keeps p hp.gap m t tm ts he)
+  fire := fun m t tm ts he h => h.keep (fire_keeps p m t tm ts he)
   start := fun f i _ m _ _ h => h.keep (startIteration_keeps p hp.preempt f i _ m)
   fuel := fun m h => h.keep (Keeps.frame (by rfl) (fun _ => by rfl))
   ready := fun m h _ => h.distinct s
@@ -839,13 +874,13 @@ theorem runProgram_full_or_short (p : Program) (fuel s e B : Nat) (hp : Distinct
     (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1)
     (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
     ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
-  runProgram_full_or_short_of_distinct p fuel s e B Placed hgrow (Placed.distinctInvariant p s hp) hs hB hq hg
+  runProgram_full_or_short_of_distinct p fuel s e B (Placed p.gap) hgrow (Placed.distinctInvariant p s hp) hs hB hq hg
     hvia hcost
 
 /-! ### Through the event loop: `Placed` at every run's end -/
 
 theorem startPass_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) :
-    ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool), Keeps m (startPass p f ss i tried m a).1
+    ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool), Keeps g m (startPass p f ss i tried m a).1
   | [], _, _, m, _ => Keeps.refl m
   | .step e :: ss, i, tried, m, a => by
     simp only [startPass]
@@ -859,7 +894,7 @@ theorem startPass_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0)
   | .fifo _ :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p hpre f ss (i + 1) tried m a
 
 theorem startEngines_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) :
-    ∀ (n : Nat) (tried : List Nat) (m : Machine), Keeps m (startEngines p f n tried m)
+    ∀ (n : Nat) (tried : List Nat) (m : Machine), Keeps g m (startEngines p f n tried m)
   | 0, _, m => Keeps.refl m
   | n + 1, tried, m => by
     simp only [startEngines]
@@ -868,26 +903,26 @@ theorem startEngines_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i =
     · exact (startPass_keeps p hpre f _ _ _ _ _).trans (startEngines_keeps p hpre f n _ _)
 
 theorem endOfInstant_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) (m : Machine) :
-    Keeps m (endOfInstant p f m) := by
+    Keeps g m (endOfInstant p f m) := by
   simp only [endOfInstant]
   split
   · exact Keeps.refl m
   · exact startEngines_keeps p hpre f _ _ _
 
-theorem loop_keeps (p : Program) (hp : DistinctProgram p) : ∀ (f : Nat) (m : Machine), Keeps m (loop p f m)
+theorem loop_keeps (p : Program) (hp : DistinctProgram p) : ∀ (f : Nat) (m : Machine), Keeps p.gap m (loop p f m)
   | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
   | f + 1, m => by
     simp only [loop]
     split
     · exact Keeps.refl m
     · next tm ts heq =>
-      exact (((fire_keeps p hp.gap m _ tm ts heq).trans (settle_keeps p f _)).trans
+      exact (((fire_keeps p m _ tm ts heq).trans (settle_keeps p f _)).trans
         (endOfInstant_keeps p hp.preempt f _)).trans (loop_keeps p hp f _)
 
 /-- At the end of every run of a program with `DistinctProgram` (and, `Placed` being kept by every
 function of the machine, at every point of it), no thread is placed twice. -/
-theorem runProgram_placed (p : Program) (fuel : Nat) (hp : DistinctProgram p) : Placed (runProgram p fuel) :=
-  (initial_placed p hp.gap).keep
+theorem runProgram_placed (p : Program) (fuel : Nat) (hp : DistinctProgram p) : Placed p.gap (runProgram p fuel) :=
+  (initial_placed p hp.arrivals).keep
     (((settle_keeps p fuel _).trans (endOfInstant_keeps p hp.preempt fuel _)).trans (loop_keeps p hp fuel _))
 
 /-- No thread twice a resident of any engine at the end of every run of a program with `DistinctProgram`. -/
