@@ -10,24 +10,31 @@ module gives one. A session's thread is, at any point of a run, in at most one p
 (`Machine.ready`), a timer that will make it ready (a delay run's end `resume`, a fifo run's end
 `fifoDone`, its `arrival`), a fifo stage's queue (`Job`), a pool's queue (`Waiter`), or an engine's
 residents (`Resident`); or nowhere (its session ended, or the thread is the one `exec` runs now).
-`Machine.placed m t` counts the places of `t`, and the invariant is `Placed g m`: every thread is
-placed at most once, and the thread list's entry `j` is thread `j` (or one that has nothing left to
-run, `SerialOk`). Every function of the machine takes a thread out of a place only to put it in
-another, or to run it (`exec`, which places the thread it runs at most once: `exec_moved`); so
-every function keeps `Placed` (`Keeps`), and `Placed` gives `threadsDistinct` for every engine.
+`Machine.placed m g t` counts the places of `t` (`g`: the program's renewal gap, below), and the
+invariant is `Placed g m`: every thread is placed at most once, and the thread list's entry `j` is
+thread `j` (or one that has nothing left to run, `SerialOk`). Every function of the machine takes a
+thread out of a place only to put it in another, or to run it (`exec`, which places the thread it runs
+at most once: `exec_moved`); so every function keeps `Placed` (`Keeps`), and `Placed` gives
+`threadsDistinct` for every engine.
+
+Under `arrive renewal(g)` (`g ≠ 0`) an arrival's event makes its session ready and sets the next
+session's arrival; a pending arrival of session `u` is counted as a place of every thread from `u` on
+(`wakeOcc`), so that the event is neutral (`u` placed once more, the pending arrival of `u + 1` placing
+every thread from `u + 1`), and the sessions still to arrive are placed by it. A trace's arrivals are
+all set as the run starts, each counted once for its own session.
 
 What the proof excludes, on the program's value (`DistinctProgram`, decided by
 `DistinctProgram.of_check`):
 
-* `arrive renewal(g)` (`gap = 0`): an arrival's event sets the next arrival's timer, which would need
-  the arrivals still to come in the invariant;
 * preemption (`preemptModes` all 0, `preempt none`): a victim's hold goes back to a queue, which would
-  need the hold a release frame carries to be its own thread's.
+  need the hold a release frame carries to be its own thread's;
+* a trace together with a renewal gap (`gap = 0 ∨ arrivalTimes = []`; a program's arrival law is a
+  batch, a renewal or a trace, not two): an arrival would set the next one's timer beside the trace's own.
 
 Pools admitted by an engine (`pool reqs on S`) are covered: an engine's admission takes the hold out of
 its queue and runs its thread at once (`admitOne_keeps`). So every run of every program with
 `DistinctProgram` has no thread twice a resident of any engine (`runProgram_threadsDistinct`, through
-`runProgram_placed`), and `Placed` is a `DistinctInvariant` of it (`Placed.distinctInvariant`).
+`runProgram_placed`), and `Placed p.gap` is a `DistinctInvariant` of it (`Placed.distinctInvariant`).
 `runProgram_full_or_short` is then `full_or_short` for every run with hypotheses on the program only
 (those of `runProgram_full_or_short_of_distinct`, among them that no pool is admitted by the engine `s`
 the statement is about, `hvia`, which `KernelFull`'s plan of one iteration needs, and `DistinctProgram`).
@@ -618,7 +625,7 @@ theorem startIteration_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i
     · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _))
         (Keeps.trans (Keeps.engine _ s _ (by rfl)) (Keeps.setTimer _ _ _ fun _ => by rfl))
 
-/-! ### A timer fires (no renewal arrivals) -/
+/-! ### A timer fires -/
 
 @[simp] theorem Machine.advanceHolds_ready (m : Machine) (rs : List Resident) : (m.advanceHolds rs).ready = m.ready := by
   fun_induction m.advanceHolds rs <;> simp_all [Machine.put]
@@ -823,7 +830,7 @@ theorem Placed.distinct {m : Machine} (h : Placed g m) (s : Nat) : threadsDistin
     simp only [Machine.placed] at h2
     omega)
 
-/-- What the proof needs of a program: no renewal arrivals beside a trace's, no preemption. -/
+/-- What the proof needs of a program: no renewal gap beside a trace, no preemption. -/
 structure DistinctProgram (p : Program) : Prop where
   arrivals : p.gap = 0 ∨ p.arrivalTimes = []
   preempt : ∀ i, getAt p.preemptModes i = 0
@@ -863,8 +870,8 @@ theorem Placed.distinctInvariant (p : Program) (s : Nat) (hp : DistinctProgram p
   fuel := fun m h => h.keep (Keeps.frame (by rfl) (fun _ => by rfl))
   ready := fun m h _ => h.distinct s
 
-/-- `full_or_short` (vLLM's, issue 13) for every run of every program with no renewal arrivals, no
-preemption and no pool admitted by an engine (`DistinctProgram`), no growing run on stage `s`
+/-- `full_or_short` (vLLM's, issue 13) for every run of every program with no preemption (and no renewal
+gap beside a trace: `DistinctProgram`), no pool admitted by engine `s` (`hvia`), no growing run on stage `s`
 (`NoGrowth`), whose stage `s` is engine `e` with a constant `tokens cap B`, no `only` on `advance
 running`, no granule and a cost that is never 0: every record of stage `s` has `tokens = B` or
 `demand < B`. -/
