@@ -228,7 +228,7 @@ structure Moved (g : Nat) (m m' : Machine) (x : Nat → Nat) : Prop where
 /-- No thread more often placed. -/
 abbrev Keeps (g : Nat) (m m' : Machine) : Prop := Moved g m m' (fun _ => 0)
 
-theorem Keeps.refl (m : Machine) : Keeps g m m := ⟨id, fun _ t => Nat.le_add_right _ _⟩
+theorem Keeps.refl (m : Machine) : Keeps g m m := ⟨id, fun _ _ => Nat.le_add_right _ _⟩
 
 theorem Keeps.trans {a b c : Machine} (h1 : Keeps g a b) (h2 : Keeps g b c) : Keeps g a c :=
   ⟨fun hs => h2.serial (h1.serial hs), fun hs t => by
