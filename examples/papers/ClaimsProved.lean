@@ -11,6 +11,7 @@ public import Papers.Claims.Rad
 public import Papers.Claims.BariRate
 public import Serq.KernelServed
 public import Serq.KernelTiledRun
+public import Serq.KernelDistinct
 public import Serq.OneAtATime
 public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
@@ -186,6 +187,23 @@ theorem rad_tiled_every_run (n fuel : Nat) :
   exact (Serq.Kernel.runProgram_tiled_prefills { Papers.Claims.Rad.program with sessions := n } fuel 0 4
     (Serq.Kernel.TiledProgram.of_check { Papers.Claims.Rad.program with sessions := n } 0 0 4 (by decide) rfl rfl
       hc)).2
+
+/-- No thread is twice a resident of an engine (of any stage) of `rad.sq`'s program, at the end of every
+run, for every fuel and number of sessions (`Serq.Kernel.runProgram_threadsDistinct`,
+lean/Serq/KernelDistinct.lean: no session's thread is in two places of the machine at once). The
+program's hypotheses, no renewal arrivals beside a trace and no preemption, are checked on its value
+(`Serq.Kernel.DistinctProgram.of_check`); its engine admits from its `reqs` pool, which the invariant
+covers. (This is the half of `full_or_short` that was open; the program itself is outside
+`Serq.Kernel.runProgram_full_or_short`, whose plan of one iteration needs an engine that admits from no
+pool and no granule.) -/
+theorem rad_residents_distinct (n fuel s : Nat) :
+    Serq.Kernel.threadsDistinct (Serq.Kernel.getEngineState
+      (Serq.Kernel.runProgram { Papers.Claims.Rad.program with sessions := n } fuel).engines s).residents := by
+  have hc : ((Papers.Claims.Rad.program.gap == 0 || Serq.Kernel.countNats Papers.Claims.Rad.program.arrivalTimes == 0) &&
+      Serq.Kernel.natsZero Papers.Claims.Rad.program.preemptModes) = true := by
+    decide +kernel
+  exact Serq.Kernel.runProgram_threadsDistinct _ fuel s
+    (Serq.Kernel.DistinctProgram.of_check { Papers.Claims.Rad.program with sessions := n } hc)
 
 /-! ## The token rate with an iteration's cost (`bari_rate.sq`), Bari et al. 2025 Th. 1 -/
 

@@ -553,7 +553,7 @@ clock moved, an iteration started on an idle engine, the fuel running out). Give
 structure FullInvariant (p : Program) (s : Nat) (J : Machine → Prop) : Prop where
   initial : J (initial p)
   settle : ∀ f m, J m → J (settle p f m)
-  fire : ∀ m t ts w, J m → J (fire p { m with now := t, timers := ts } w)
+  fire : ∀ m t (tm : Timer) ts, m.timers = tm :: ts → J m → J (fire p { m with now := t, timers := ts } tm.wake)
   start : ∀ f i e m, getService p.stages i = .step e → (getEngineState m.engines i).busy = false → J m →
     J (startIteration p f i (getEngine p.engines e) m)
   fuel : ∀ m, J m → J { m with outOfFuel := true }
@@ -662,11 +662,11 @@ theorem loop_full (f : Nat) (m : Machine) : FullAt s B J m → FullAt s B J (loo
   fun_induction loop p f m <;> intro hm
   · exact ⟨hm.1, hJ.fuel _ hm.2⟩
   · exact hm
-  · rename_i ih
+  · rename_i tm ts heq ih
     apply ih
     apply endOfInstant_full p s e B J hJ hs hB hq hg hvia
     apply settle_full p s B J hJ
-    exact ⟨fun r hr => hm.1 r (by rw [fire_records] at hr; exact hr), hJ.fire _ _ _ _ hm.2⟩
+    exact ⟨fun r hr => hm.1 r (by rw [fire_records] at hr; exact hr), hJ.fire _ _ _ _ heq hm.2⟩
 
 /-- `full_or_short` for every run, given an invariant `J` that keeps engine `s`'s residents ready
 (`FullInvariant`): every record of stage `s` (engine `e`: a constant `tokens cap B`, no `only` on

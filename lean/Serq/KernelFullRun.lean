@@ -286,7 +286,7 @@ nothing and no thread twice among them. -/
 structure RestInvariant (p : Program) (s : Nat) (J : Machine → Prop) : Prop where
   initial : J (initial p)
   settle : ∀ f m, J m → J (settle p f m)
-  fire : ∀ m t ts w, J m → J (fire p { m with now := t, timers := ts } w)
+  fire : ∀ m t (tm : Timer) ts, m.timers = tm :: ts → J m → J (fire p { m with now := t, timers := ts } tm.wake)
   start : ∀ f i e m, getService p.stages i = .step e → (getEngineState m.engines i).busy = false → J m →
     J (startIteration p f i (getEngine p.engines e) m)
   fuel : ∀ m, J m → J { m with outOfFuel := true }
@@ -317,7 +317,7 @@ theorem FullInvariant.of_rest (p : Program) (s e B : Nat) (J : Machine → Prop)
   have hready : ∀ m, IdleClear s m ∧ J m → (getEngineState m.engines s).busy = false → PlanReady m s :=
     fun m h hb => ⟨fun r hr => ⟨h.1 hb r hr, (hJ.ready m h.2 hb).1 r hr⟩, (hJ.ready m h.2 hb).2⟩
   refine ⟨⟨initial_idleClear p s, hJ.initial⟩, fun f m h => ⟨settle_idleClear p f m s h.1, hJ.settle f m h.2⟩,
-    fun m t ts w h => ⟨fire_idleClear p _ w s h.1, hJ.fire m t ts w h.2⟩, ?_, fun m h => ⟨h.1, hJ.fuel m h.2⟩, hready⟩
+    fun m t tm ts he h => ⟨fire_idleClear p _ _ s h.1, hJ.fire m t tm ts he h.2⟩, ?_, fun m h => ⟨h.1, hJ.fuel m h.2⟩, hready⟩
   intro f i e' m hi hb h
   refine ⟨?_, hJ.start f i e' m hi hb h.2⟩
   by_cases his : i = s

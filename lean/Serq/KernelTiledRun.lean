@@ -357,7 +357,7 @@ resident of `s` when it is idle. -/
 structure DistinctInvariant (p : Program) (s : Nat) (J : Machine → Prop) : Prop where
   initial : J (initial p)
   settle : ∀ f m, J m → J (settle p f m)
-  fire : ∀ m t ts w, J m → J (fire p { m with now := t, timers := ts } w)
+  fire : ∀ m t (tm : Timer) ts, m.timers = tm :: ts → J m → J (fire p { m with now := t, timers := ts } tm.wake)
   start : ∀ f i e m, getService p.stages i = .step e → (getEngineState m.engines i).busy = false → J m →
     J (startIteration p f i (getEngine p.engines e) m)
   fuel : ∀ m, J m → J { m with outOfFuel := true }
@@ -369,10 +369,10 @@ theorem RestInvariant.of_distinct (p : Program) (s : Nat) (J : Machine → Prop)
     (hJ : DistinctInvariant p s J) : RestInvariant p s (fun m => RunOk p m ∧ J m) where
   initial := ⟨initial_ok p, hJ.initial⟩
   settle := fun f m h => ⟨settle_ok p f m h.1, hJ.settle f m h.2⟩
-  fire := fun m t ts w h =>
-    ⟨⟨fire_inv p _ w ⟨h.1.1.threads, h.1.1.pools, h.1.1.engines⟩,
+  fire := fun m t tm ts he h =>
+    ⟨⟨fire_inv p _ _ ⟨h.1.1.threads, h.1.1.pools, h.1.1.engines⟩,
       RecOk.of_records (fun j => by rw [fire_records]) (RecOk.of_records (fun _ => rfl) h.1.2)⟩,
-     hJ.fire m t ts w h.2⟩
+     hJ.fire m t tm ts he h.2⟩
   start := fun f i e m hi hb h => ⟨startIteration_ok p f i e m hi h.1, hJ.start f i e m hi hb h.2⟩
   fuel := fun m h => ⟨⟨⟨h.1.1.threads, h.1.1.pools, h.1.1.engines⟩, RecOk.of_records (fun _ => rfl) h.1.2⟩,
     hJ.fuel m h.2⟩
