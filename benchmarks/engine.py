@@ -3,6 +3,8 @@
     python3 benchmarks/engine.py                    # 200 simulated seconds, 64 sessions
     python3 benchmarks/engine.py --horizon 50 --sessions 128
     python3 benchmarks/engine.py --profile          # cProfile of the run (top 30 by own time)
+    python3 benchmarks/engine.py --residents 64     # run_all.py's figure: iterations per CPU s, 64 resident
+    python3 benchmarks/engine.py --residents 64 --no-turnover   # the same with no request ending
 
 The program is examples/multi-turn/vllm.sq with its workload's arrivals
 `poisson(rate)` replaced by `closed(N)`: N sessions at every instant (a
@@ -62,30 +64,38 @@ def single_turn_program(rate: float = SINGLE_TURN_RATE):
         return link_file(path, {"rate": repr(float(rate))})
 
 
-def residents_program(residents: int):
+def residents_program(residents: int, turnover: bool = True):
     """The engine saturated with `residents` requests at every instant: closed(N) single-turn
     sessions (one ends, the next arrives at once), `reqs cap N`, and KV enough for all of them
-    (no preemption), so that an iteration serves N residents (run_all.py's iterations per CPU s)."""
+    (no preemption), so that an iteration serves N residents (run_all.py's iterations per CPU s).
+    `turnover` False: every request asks a million output tokens and the KV holds them, so that no
+    request ends in the run: an iteration's cost without the requests' arrivals, admissions,
+    prefills and ends (what separates the cost per resident from the cost per request)."""
     from serq.link import link_file
     text = (REPO / "examples" / "multi-turn" / "vllm.sq").read_text()
-    for old, new in (("arrive poisson(Lambda);", f"arrive closed({residents});"),
-                     ("set more = ~bernoulli(0.7);", "set more = 0;"),
-                     ("let max_seqs = 64;", f"let max_seqs = {residents};")):
+    edits = [("arrive poisson(Lambda);", f"arrive closed({residents});"),
+             ("set more = ~bernoulli(0.7);", "set more = 0;"),
+             ("let max_seqs = 64;", f"let max_seqs = {residents};")]
+    if not turnover:
+        edits.append(("Size o = floor(~uniform(20, 200)) + 1;", "Size o = 1000000;"))
+    for old, new in edits:
         assert old in text
         text = text.replace(old, new)
+    # (without turnover every resident grows a block every 16 of its tokens for the whole run)
+    blocks = max(2048, 64 * residents) if turnover else 4096 * residents
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "vllm_residents.sq"
         path.write_text(text)
-        return link_file(path, {"blocks": str(max(2048, 64 * residents))})
+        return link_file(path, {"blocks": str(blocks)})
 
 
-def bench_residents(residents: int, horizon: float = 20.0, seed: int = 1) -> dict:
+def bench_residents(residents: int, horizon: float = 20.0, seed: int = 1, turnover: bool = True) -> dict:
     """Iterations per CPU second of the engine with `residents` requests resident."""
     from serq.sim import simulate
     import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
     import serq.sim.engine  # noqa: F401  (simulate imports it at its first call)
     import serq.sim.report  # noqa: F401
-    prog = residents_program(residents)
+    prog = residents_program(residents, turnover)
     gc.collect()
     c0 = time.process_time()
     result = simulate(prog, horizon=horizon, seed=seed)
@@ -147,7 +157,16 @@ def main() -> None:
     ap.add_argument("--horizon", type=float, default=200.0, help="simulated seconds")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--residents", type=int, help="run_all.py's engine figure at N residents (100 simulated s)")
+    ap.add_argument("--no-turnover", action="store_true", help="with --residents: no request ends in the run")
     args = ap.parse_args()
+    if args.residents:
+        r = bench_residents(args.residents, horizon=100.0, seed=args.seed, turnover=not args.no_turnover)
+        print(f"vLLM engine, {args.residents} residents{' (no request ends)' if args.no_turnover else ''}: "
+              f"{r['iterations']:,} iterations, mean residents {r['mean_residents']:.1f}, "
+              f"{r['answered']:,} answered, {r['preemptions']} preemptions, "
+              f"{r['iterations'] / r['cpu']:,.0f} iterations per CPU second ({1e6 * r['cpu'] / r['iterations']:.1f} µs each)")
+        return
     r = bench(args.sessions, args.horizon, args.seed, args.profile)
     print(f"vLLM engine (examples/multi-turn/vllm.sq), closed({args.sessions}), {args.horizon:g} simulated s, "
           f"seed {args.seed}")
