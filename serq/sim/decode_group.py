@@ -37,16 +37,34 @@ from math import ceil
 from operator import attrgetter
 
 NOT_A_MEMBER = -1
+_INF = float("inf")
 ALL_SERVED = float("inf")  # `mark` once the walk is done: every member is in the iteration
 
 
 admission = attrgetter("adm")  # a job's admission number: the key of the residents' order
 
 
+class Cohort:
+    """Members whose allocations are their blocks exactly (`a.units` is the blocks covering the
+    token the last iteration gave them), in one pool, whose tokens cross into a new block at the
+    same iterations: every `bs` from the clock they are filed under in `DecodeGroup.cohorts`. Such a
+    crossing grows each by a block and raises its kv share by a block; the cohort applies it to the
+    pool and to the group's kv sum as a count (`grow_cohort`), and each member's stored allocation
+    and share catch up (`materialize`) only when something reads them."""
+
+    __slots__ = ("members", "grown", "pool", "bs")
+
+    def __init__(self, pool) -> None:
+        self.members: list = []  # in no particular order: a crossing grows them all alike
+        self.grown = 0  # the crossings applied (a member's `base` is this when it was last right)
+        self.pool = pool
+        self.bs = pool.bs
+
+
 class DecodeGroup:
     """A step stage's decode group (the module's docstring says what it keeps and why)."""
 
-    __slots__ = ("jobs", "adms", "kv", "clock", "t0", "due_at", "mark", "kv_in")
+    __slots__ = ("jobs", "adms", "kv", "clock", "t0", "due_at", "mark", "kv_in", "cohorts")
 
     def __init__(self) -> None:
         self.jobs: list = []  # the members, in admission order
@@ -60,6 +78,7 @@ class DecodeGroup:
         # while the iteration is planned, the token returns to the budget
         self.mark = 0
         self.kv_in = False  # the members' kv shares are in the batch's `b_kvd` (after the walk)
+        self.cohorts: dict = {}  # clock -> the Cohort whose members' tokens cross a block then
 
     def due(self, J, clock: int) -> None:
         """J needs attention at the iteration planned at `clock` (always a later one: every plan
@@ -106,6 +125,8 @@ def materialize(st, J) -> None:
     G = st.group
     k = G.clock - J.since
     a = J.alloc
+    if J.cohort is not None:
+        catch_up(J)
     if k:
         J.since = G.clock
         J.rem -= float(k)
@@ -120,6 +141,24 @@ def materialize(st, J) -> None:
         # what the one-by-one walk leaves: the position its token will reach while an iteration has
         # it, else where it is
         a.req = a.pos + 1.0 if J.adm <= G.mark else a.pos
+
+
+def catch_up(J) -> None:
+    """A cohort member's stored allocation and kv share moved by the cohort's crossings since."""
+    C = J.cohort
+    d = C.grown - J.base
+    if d:
+        J.base = C.grown
+        g = C.bs * d
+        J.alloc.units += g
+        J.kv += g
+
+
+def detach(J) -> None:
+    """J out of its cohort, its allocation and kv share right (it is visited one by one again)."""
+    catch_up(J)
+    J.cohort.members.remove(J)
+    J.cohort = None
 
 
 def sync(st) -> None:
@@ -163,6 +202,8 @@ def leave(st, J, to_attention: bool) -> None:
     """J leaves the group, its true state written back; `to_attention`: it stays a resident."""
     G = st.group
     materialize(st, J)
+    if J.cohort is not None:
+        detach(J)
     adms = G.adms
     i = bisect_left(adms, J.adm)
     jobs = G.jobs
@@ -212,6 +253,19 @@ def serve_grouped(st) -> None:
     grown = 0.0
     due_at = G.due_at
     due = due_at.pop(clock, None)
+    if due is not None:
+        for J in due:
+            if J.cohort is not None:  # (its last token: visited one by one)
+                detach(J)
+    C = G.cohorts.pop(clock, None)
+    if C is not None and C.members and not grow_cohort(st, C, clock, due):
+        # the crossing is not one that a count can apply: the members are due one by one
+        if due is None:
+            due = []
+        for J in C.members[:]:
+            detach(J)
+            due_at[J.due].remove(J)
+            due.append(J)
     visits = st.attn[:] if due is None else G.visits(st.attn, due)
     budget = st.budget
     append = st.batch.append
@@ -311,11 +365,13 @@ def serve_grouped(st) -> None:
                                     continue
                         # its hold is now `kv`, the blocks covering t: its token passes it first
                         left = kv - t
+                        steady = True
                     else:
                         left = ceil((t + 1.0) / bs) * bs
                         if units < left:
                             left = units
                         left -= t
+                        steady = units == kv
                     # served: its kv share becomes `kv`, and its next visit is due, counted from the
                     # iteration after this one, when a token crosses its allocation or its block or is
                     # its last (services_left(J, t, rem - 1) and G.due, written out: a member is due
@@ -324,6 +380,8 @@ def serve_grouped(st) -> None:
                     J.kv = kv
                     if rem - 2.0 < left:
                         left = rem - 2.0
+                    elif steady and rem - 2.0 > left and join_cohort(G, J, a, clock + 1 + int(left)):
+                        left = rem - 2.0  # its own next visit is its last token
                     at = clock + 1 + int(left)
                     J.due = at
                     members = due_at.get(at)
@@ -407,6 +465,85 @@ def serve_grouped(st) -> None:
     st.b_kvd += G.kv
     G.kv_in = True
     G.mark = ALL_SERVED
+
+
+def join_cohort(G, J, a, at: int) -> bool:
+    """J, whose allocation is now its blocks exactly and whose token crosses into a new block at the
+    iteration planned at `at` (before its last), joins the cohort crossing then, if a count can apply
+    the crossing to its pool (`grow_cohort`)."""
+    m = a.member
+    if a.reserve > J.kv or not m.batches_growths or (m.cap != _INF and m.cap % m.bs):
+        return False
+    C = G.cohorts.get(at)
+    if C is None:
+        C = G.cohorts[at] = Cohort(m)
+    elif C.pool is not m:
+        return False
+    C.members.append(J)
+    J.cohort = C
+    J.base = C.grown
+    return True
+
+
+def grow_cohort(st, C, clock: int, due) -> bool:
+    """The crossing of cohort C at the iteration planned at `clock`, as a count: every member grows
+    its pool by a block and its kv share by a block, before the walk. That is what the walk's visits
+    would do when every growth of the iteration fits whatever the order and the budget reaches
+    every resident: the residents outside the group, visited between the members in admission order,
+    read nothing the count changes (their growth's fit, which then holds either way), and there is
+    room for the members' blocks, a block for each member due one by one (its growth is at most a
+    block: its allocation covers the token before) and each outside resident's growth if it takes
+    what it asks. The pool evicts once for all of them,
+    which takes what evicting after each would (`PoolMember.batches_growths`, whole blocks of a cap
+    of whole blocks). False: the members are visited one by one instead."""
+    G = st.group
+    m = C.pool
+    count = len(C.members)
+    bs = C.bs
+    extra = bs * count
+    # the tokens the walk gives if it reaches everyone, and the blocks it may add to the pool
+    tokens = float(len(G.adms))
+    room = m.used + extra + (bs * len(due) if due is not None else 0.0)
+    if st.attn:
+        chunk = st.chunk
+        for J in st.attn:
+            n = J.rem
+            if n <= 0.0 or J.gone:
+                continue
+            if J.dec:
+                n = 1.0
+            elif 0.0 < chunk < n:
+                n = chunk
+            tokens += n
+            a = J.alloc
+            if a is not None and a.member is m:
+                grow = ceil((a.pos + n) / bs) * bs - a.units  # (serve_one's growth, if it takes n)
+                if grow > 0.0:
+                    room += grow
+    if tokens > st.budget or room > m.cap:
+        return False
+    now = st.E.now
+    if now > m.t_last:
+        m.touch(now)
+    used = m.used = m.used + extra
+    m.grows += count
+    if used > m.max_used:
+        m.max_used = used
+    C.grown += 1
+    G.kv += extra
+    at = clock + int(bs)
+    other = G.cohorts.get(at)
+    if other is None:
+        G.cohorts[at] = C
+    else:  # (not met: a member joins a cohort less than a block ahead; kept right all the same)
+        for J in C.members:
+            catch_up(J)
+            J.cohort = other
+            J.base = other.grown
+        other.members.extend(C.members)
+    if used + m.cached > m.cap and m.entries:
+        m.make_room()
+    return True
 
 
 def _count_members_before(G, J, i0: int, budget: float, n: float):

@@ -56,7 +56,7 @@ class Job:
     """A resident's run: its thread, the tokens left, its mode, the hold it grows, its place."""
 
     __slots__ = ("T", "S", "rem", "dec", "alloc", "adm", "sched", "gone", "stall", "t0", "frac", "since", "kv",
-                 "due")
+                 "due", "cohort", "base")
 
     def __init__(self, T, rem: float, dec: bool, alloc, adm: int, t0: float) -> None:
         self.T = T
@@ -76,6 +76,10 @@ class Job:
         self.since = NOT_A_MEMBER
         self.kv = 0.0
         self.due = 0
+        # a member in a growth cohort (decode_group.Cohort): the cohort, and its growths counted when
+        # the member's stored allocation and kv share were last right
+        self.cohort = None
+        self.base = 0
 
 
 @dataclass
