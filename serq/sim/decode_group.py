@@ -17,6 +17,13 @@ time (issue 15), so the stage keeps them together as its decode group:
   group serves it without looking at it; when it is due the walk visits it in its place, and the
   growths of the members it visits are applied together (`PoolMember.grow_holds`) before anything
   else touches the pool.
+- Most members are due every block of tokens only to grow their allocation and kv share by a
+  block. A member whose allocation is its blocks exactly joins a growth cohort (`Cohort`): the
+  members whose tokens cross into a new block at the same iterations. A crossing is applied to the
+  pool and the group's kv sum as a count (`grow_cohort`) when that gives what the visits would
+  (every growth of the iteration fits in any order, the budget reaches everyone); the members'
+  stored allocations and shares catch up when something reads them. Such a member is visited one
+  by one only for its last token, or when the count cannot apply.
 - The walk (`serve_grouped`) visits, in admission order, the residents outside the group and the
   members that are due; the members between two visits are served as a count, one token each
   while the budget lasts, exactly as the one-by-one walk (`StepStage._serve_in_order`) serves
