@@ -544,14 +544,23 @@ class ProgramCompiler:
         return _Late(name)
 
     def block(self, body: list, ctx: "_Ctx", ind: int) -> None:
-        for s in body:
+        carried = None  # the decode run the prefill run before it carries (step_run_chained)
+        for i, s in enumerate(body):
+            if s is carried:
+                continue
+            d = body[i + 1] if i + 1 < len(body) and _chains(s, body[i + 1]) else None
             self.mod.loc_stack.append(s.at or self.mod.loc_stack[-1])
             if self._lazy_session_stream and ctx.stream == "R" and draws_outside_bodies(s):
                 # (a draw's value does not depend on when its stream object was made: it is keyed)
                 self.mod.emit(ind, "if R is None:")
                 self.mod.emit(ind + 1, "R = E.streams.session(S.serial)")
             try:
-                self.stmt(s, ctx, ind)
+                if d is not None:
+                    carried = d
+                    env = ctx.env if ctx.env is not None else self.stmt_env(ctx.stream)
+                    self.step_run_chained(s, d, ctx, ind, env)
+                else:
+                    self.stmt(s, ctx, ind)
             except CompileError as e:
                 if e.loc is None:  # the statement it is about
                     e.loc = self.mod.loc_stack[-1]
@@ -792,6 +801,37 @@ class ProgramCompiler:
         emit(ind + 1, f"{member}.add_run(T, {w}, {s.mode == 'decode'}, {fv}, {pos})")
         emit(ind + 1, "yield")
 
+    def step_run_chained(self, s, d, ctx: "_Ctx", ind: int, env: Env) -> None:
+        """`prefill (w) growing P; decode (v) growing P;` on one engine (`_chains`): the prefill's
+        run carries the decode's work, which the stage reads when the prefill ends and turns the run
+        into the decode in place (`StepStage.chain_decode`), as the thread would at once on the same
+        instant: the same resident, place and hold, without the thread's round trip. `_ch` says the
+        decode ran so; else (no prefill, a decode of no work, or one the thread must read itself for
+        its error) the thread runs the decode statement as written."""
+        emit = self.mod.emit
+        member = self.member("stage", s.stages[0], env)
+        w = self.mod.fresh("_w")
+        emit(ind, f"{w} = {self.expr(s.work, env)}")
+        emit(ind, f"if not {w} >= 0.0:")
+        emit(ind + 1, f"E.bad_amount('the work of a run', {w})")
+        fv, pos = ("None", 0)
+        if s.growing is not None:
+            fv, pos = self.enclosing(ctx, s.growing, "a growing run")
+        work = self.function("_dw_", ("E", "T", "A"), self.expr(d.work, self.stmt_env(None)), d.at)
+        ch = self.mod.fresh("_ch")
+        emit(ind, f"{ch} = False")
+        emit(ind, f"if {w} > 0.0:")
+        emit(ind + 1, "T.chained = False")
+        emit(ind + 1, f"{member}.add_run(T, {w}, False, {fv}, {pos}, {work.name})")
+        emit(ind + 1, "yield")
+        emit(ind + 1, f"{ch} = T.chained")
+        emit(ind, f"if not {ch}:")
+        self.mod.loc_stack.append(d.at or self.mod.loc_stack[-1])
+        try:
+            self.step_run(d, ctx, ind + 1, env)
+        finally:
+            self.mod.loc_stack.pop()
+
     # -- holds
     def find_enclosing(self, ctx: "_Ctx", ref):
         key = ref_key(ref)
@@ -932,6 +972,24 @@ class _Ctx:
 
     def with_frames(self, more: list) -> "_Ctx":
         return _Ctx(self.side, self.stream, self.trace, self.frames + more, self.env)
+
+
+def _chains(s, d) -> bool:
+    """A prefill run and, next, a decode run that it can carry (`step_run_chained`): one engine, named
+    without an index, the same growing hold, and a decode work that reads only attributes and numbers
+    (read when the prefill ends, it is what the thread would read on that instant)."""
+    if s.kind != "run" or d.kind != "run" or s.mode != "prefill" or d.mode != "decode":
+        return False
+    if len(s.stages) != 1 or len(d.stages) != 1:
+        return False
+    a, b = s.stages[0], d.stages[0]
+    if a.stage != b.stage or a.index is not None or b.index is not None:
+        return False
+    if (s.growing is None) != (d.growing is None):
+        return False
+    if s.growing is not None and ref_key(s.growing) != ref_key(d.growing):
+        return False
+    return is_static(d.work)
 
 
 def _count_stmts(body: list) -> int:

@@ -56,9 +56,9 @@ class Job:
     """A resident's run: its thread, the tokens left, its mode, the hold it grows, its place."""
 
     __slots__ = ("T", "S", "rem", "dec", "alloc", "adm", "sched", "gone", "stall", "t0", "frac", "since", "kv",
-                 "due", "cohort", "base")
+                 "due", "cohort", "base", "chain", "chained")
 
-    def __init__(self, T, rem: float, dec: bool, alloc, adm: int, t0: float) -> None:
+    def __init__(self, T, rem: float, dec: bool, alloc, adm: int, t0: float, chain=None) -> None:
         self.T = T
         self.S = T.sess
         self.rem = rem
@@ -80,6 +80,10 @@ class Job:
         # the member's stored allocation and kv share were last right
         self.cohort = None
         self.base = 0
+        # a prefill that carries the decode run after it: the decode's work, a function (E, T, A)
+        # (compile.step_run_chained); `chained`: this run is such a decode (its end tells the thread)
+        self.chain = chain
+        self.chained = False
 
 
 @dataclass
@@ -279,8 +283,9 @@ class StepStage(StageMember):
         return total
 
     # ------------------------------------------------------------ residents
-    def add_run(self, T, w: float, dec: bool, F, i: int) -> None:
-        """`run S prefill|decode (w) [growing P]`: the thread becomes a resident."""
+    def add_run(self, T, w: float, dec: bool, F, i: int, chain=None) -> None:
+        """`run S prefill|decode (w) [growing P]`: the thread becomes a resident. `chain`: the
+        prefill carries the decode run after it (`chain_decode`)."""
         E = self.E
         alloc = None
         if F is not None:
@@ -291,7 +296,7 @@ class StepStage(StageMember):
         if adm == 0:
             adm = T.adm_no = next(E.adm_seq)
         now = E.now
-        J = Job(T, w, dec, alloc, adm, now)
+        J = Job(T, w, dec, alloc, adm, now, chain)
         if now > self.t_last:  # (touch: nothing to add at the same instant, as in an iteration's planning)
             self.touch(now)
         res = self.res
@@ -823,13 +828,42 @@ class StepStage(StageMember):
                     E.decode_token(S, t0, now)
             elif rem <= 0.0:
                 E.prefill_token(J.S, t0, now)
+                if J.chain is not None and self.chain_decode(J, now):
+                    continue
             if rem <= 0.0:
                 self.finish(J, now)
             elif joining and J.dec:
                 decode_group.try_join(self, J)
 
+    def chain_decode(self, J, now: float) -> bool:
+        """A prefill that carries the decode after it ended: the decode's work read as the thread would
+        read it on this instant (attributes and numbers only, `compile._chains`); a positive one turns
+        the run into the decode in place, what the thread's next statement would add: the same
+        resident, place (the thread's admission number) and hold, a new run from now outside the
+        decode group. The prefill's run is done for the stage's statistics. False: the thread reads it
+        itself (no work, or an error it reports at its statement)."""
+        fn = J.chain
+        J.chain = None
+        T = J.T
+        try:
+            w = fn(self.E, T, T.A)
+        except Exception:  # (the thread evaluates it again and reports it where it is written)
+            return False
+        if not w > 0.0:
+            return False
+        self.completed += 1
+        self.sojourn_sum += now - J.t0
+        J.dec = True
+        J.rem = w
+        J.t0 = now
+        J.stall = None
+        J.chained = True
+        return True
+
     def finish(self, J, now: float) -> None:
         """A resident's run is done (never a decode group member: its last token is visited)."""
+        if J.chained:  # (the thread's prefill statement resumes: its decode ran)
+            J.T.chained = True
         remove_sorted(self.res, J)
         remove_sorted(self.attn, J)
         if J.frac:

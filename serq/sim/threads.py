@@ -57,6 +57,7 @@ class Thread:
     # an engine's requests (serq.sim.steps)
     adm_no = 0  # the sequence number of the thread's latest admission
     job = None  # its run at a step stage
+    chained = False  # its prefill run carried the decode after it, which has ended (StepStage.chain_decode)
     ndec = 0  # the turn's decode tokens
     ttft_rec = False
     turn_pre = 0  # the turn's preemptions
