@@ -190,7 +190,8 @@ def try_join(st, J) -> None:
         pos = a.pos
         if a.req != pos or pos % 1.0:
             return
-        kv = a.member.up(pos + 1.0)
+        bs = a.member.bs  # (up(pos + 1), written out: the group's pools allocate whole blocks)
+        kv = ceil((pos + 1.0) / bs) * bs
     n = services_left(J, pos, rem, kv)
     if n < 1.0:
         return
@@ -413,7 +414,8 @@ def serve_grouped(st) -> None:
             if a is not None:
                 t = a.pos + 1.0
                 m = a.member
-                kv = m.up(t)
+                bs = m.bs  # (m.up(t), written out: with the group, every growing pool has whole blocks)
+                kv = ceil(t / bs) * bs
                 if t > a.units:
                     st.budget = budget
                     st._add_decodes(n, kvd)
@@ -505,15 +507,18 @@ def grow_cohort(st, C, clock: int, due) -> bool:
     of whole blocks). False: the members are visited one by one instead."""
     G = st.group
     m = C.pool
-    count = len(C.members)
     bs = C.bs
+    count = len(C.members)
     extra = bs * count
-    # the tokens the walk gives if it reaches everyone, and the blocks it may add to the pool
-    tokens = float(len(G.adms))
-    room = m.used + extra + (bs * len(due) if due is not None else 0.0)
-    if st.attn:
+    # the blocks the walk may add to the pool, and the tokens it gives if it reaches everyone
+    room = m.used + extra
+    if due is not None:
+        room += bs * len(due)
+    attn = st.attn
+    if attn:
+        tokens = float(len(G.adms))
         chunk = st.chunk
-        for J in st.attn:
+        for J in attn:
             n = J.rem
             if n <= 0.0 or J.gone:
                 continue
@@ -527,7 +532,11 @@ def grow_cohort(st, C, clock: int, due) -> bool:
                 grow = ceil((a.pos + n) / bs) * bs - a.units  # (serve_one's growth, if it takes n)
                 if grow > 0.0:
                     room += grow
-    if tokens > st.budget or room > m.cap:
+        if tokens > st.budget:
+            return False
+    elif len(G.adms) > st.budget:
+        return False
+    if room > m.cap:
         return False
     now = st.E.now
     if now > m.t_last:
