@@ -544,7 +544,7 @@ class ProgramCompiler:
         return _Late(name)
 
     def block(self, body: list, ctx: "_Ctx", ind: int) -> None:
-        carried = None  # the decode run the prefill run before it carries (step_run_chained)
+        carried = None  # the decode run the prefill run before it carries (step_run)
         for i, s in enumerate(body):
             if s is carried:
                 continue
@@ -558,7 +558,7 @@ class ProgramCompiler:
                 if d is not None:
                     carried = d
                     env = ctx.env if ctx.env is not None else self.stmt_env(ctx.stream)
-                    self.step_run_chained(s, d, ctx, ind, env)
+                    self.step_run(s, ctx, ind, env, carried=d)
                 else:
                     self.stmt(s, ctx, ind)
             except CompileError as e:
@@ -783,9 +783,16 @@ class ProgramCompiler:
         if grow is not None:
             emit(ind, f"E.advance(T, {grow[0]}, {grow[1]}, {w})")
 
-    def step_run(self, s, ctx: "_Ctx", ind: int, env: Env) -> None:
+    def step_run(self, s, ctx: "_Ctx", ind: int, env: Env, carried=None) -> None:
         """`run S prefill (w) [growing P]`: the thread becomes a resident of the step stage, which
-        grows the hold and advances its position iteration by iteration (serq.sim.steps)."""
+        grows the hold and advances its position iteration by iteration (serq.sim.steps).
+
+        `carried`: the decode run written next, which this prefill carries (`_chains`): the run
+        carries the decode's work, which the stage reads when the prefill ends and turns the run
+        into the decode in place (`StepStage.chain_decode`), as the thread would at once on the same
+        instant: the same resident, place and hold, without the thread's round trip. `_ch` says the
+        decode ran so; else (no prefill, a decode of no work, or one the thread must read itself for
+        its error) the thread runs the decode statement as written."""
         emit = self.mod.emit
         if len(s.stages) != 1:
             raise CompileError("a run on an engine names one stage", s.at)
@@ -797,27 +804,12 @@ class ProgramCompiler:
         fv, pos = ("None", 0)
         if s.growing is not None:
             fv, pos = self.enclosing(ctx, s.growing, "a growing run")
-        emit(ind, f"if {w} > 0.0:")
-        emit(ind + 1, f"{member}.add_run(T, {w}, {s.mode == 'decode'}, {fv}, {pos})")
-        emit(ind + 1, "yield")
-
-    def step_run_chained(self, s, d, ctx: "_Ctx", ind: int, env: Env) -> None:
-        """`prefill (w) growing P; decode (v) growing P;` on one engine (`_chains`): the prefill's
-        run carries the decode's work, which the stage reads when the prefill ends and turns the run
-        into the decode in place (`StepStage.chain_decode`), as the thread would at once on the same
-        instant: the same resident, place and hold, without the thread's round trip. `_ch` says the
-        decode ran so; else (no prefill, a decode of no work, or one the thread must read itself for
-        its error) the thread runs the decode statement as written."""
-        emit = self.mod.emit
-        member = self.member("stage", s.stages[0], env)
-        w = self.mod.fresh("_w")
-        emit(ind, f"{w} = {self.expr(s.work, env)}")
-        emit(ind, f"if not {w} >= 0.0:")
-        emit(ind + 1, f"E.bad_amount('the work of a run', {w})")
-        fv, pos = ("None", 0)
-        if s.growing is not None:
-            fv, pos = self.enclosing(ctx, s.growing, "a growing run")
-        work = self.function("_dw_", ("E", "T", "A"), self.expr(d.work, self.stmt_env(None)), d.at)
+        if carried is None:
+            emit(ind, f"if {w} > 0.0:")
+            emit(ind + 1, f"{member}.add_run(T, {w}, {s.mode == 'decode'}, {fv}, {pos})")
+            emit(ind + 1, "yield")
+            return
+        work = self.function("_dw_", ("E", "T", "A"), self.expr(carried.work, self.stmt_env(None)), carried.at)
         ch = self.mod.fresh("_ch")
         emit(ind, f"{ch} = False")
         emit(ind, f"if {w} > 0.0:")
@@ -826,9 +818,9 @@ class ProgramCompiler:
         emit(ind + 1, "yield")
         emit(ind + 1, f"{ch} = T.chained")
         emit(ind, f"if not {ch}:")
-        self.mod.loc_stack.append(d.at or self.mod.loc_stack[-1])
+        self.mod.loc_stack.append(carried.at or self.mod.loc_stack[-1])
         try:
-            self.step_run(d, ctx, ind + 1, env)
+            self.step_run(carried, ctx, ind + 1, env)
         finally:
             self.mod.loc_stack.pop()
 
@@ -975,7 +967,7 @@ class _Ctx:
 
 
 def _chains(s, d) -> bool:
-    """A prefill run and, next, a decode run that it can carry (`step_run_chained`): one engine, named
+    """A prefill run and, next, a decode run that it can carry (`step_run`): one engine, named
     without an index, the same growing hold, and a decode work that reads only attributes and numbers
     (read when the prefill ends, it is what the thread would read on that instant)."""
     if s.kind != "run" or d.kind != "run" or s.mode != "prefill" or d.mode != "decode":

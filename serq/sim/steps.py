@@ -81,7 +81,7 @@ class Job:
         self.cohort = None
         self.base = 0
         # a prefill that carries the decode run after it: the decode's work, a function (E, T, A)
-        # (compile.step_run_chained); `chained`: this run is such a decode (its end tells the thread)
+        # (compile.step_run, `carried`); `chained`: this run is such a decode (its end tells the thread)
         self.chain = chain
         self.chained = False
 
