@@ -208,6 +208,74 @@ def test_the_decode_group_runs_what_the_walk_runs(tmp_path, monkeypatch, session
     assert engine["mean_busy"] > sessions / 10 and (engine["preemptions"] > 0) == (blocks < 6000)
 
 
+@pytest.mark.parametrize("sessions,blocks,single", [(64, 6000, True), (64, 500, True), (48, 300, False), (16, 60, False)])
+def test_a_carried_decode_runs_what_the_decode_statement_runs(tmp_path, monkeypatch, sessions, blocks, single):
+    """A prefill run that carries the decode run after it (compile.step_run, StepStage.chain_decode):
+    every report and sample is the one of the two statements run one after the other, with
+    preemptions (a carried decode preempted, its prefill again), evictions and multi-turn sessions."""
+    from serq.sim import compile as compile_mod
+    from serq.sim import simulate
+    prog = _vllm_variant(tmp_path, "c", sessions, blocks, single)
+    runs = []
+    for carry in (True, False):
+        monkeypatch.setattr(compile_mod, "CARRY_DECODES", carry)
+        runs.append(_everything(simulate(prog, horizon=15.0, seed=5, keep_samples=True)))
+    assert runs[0] == runs[1]
+
+
+def test_a_carried_decode_is_what_the_program_says(tmp_path, monkeypatch):
+    """The carried decode by hand: one request, prompt 5 under a budget of 8, 3 output tokens, an
+    iteration of 1: the prefill at [0, 1) gives the first token, the decode (3 - 1 = 2 tokens) runs
+    at [1, 2) and [2, 3) in the same residency; a decode of no work (1 output token) and a decode
+    whose work is negative (the thread reports it at the decode statement) are the statement's."""
+    from serq.link import link_file
+    from serq.sim import compile as compile_mod
+    from serq.errors import SerqError
+    from serq.sim import simulate
+
+    def program(out: str):
+        path = tmp_path / f"one{out.replace('-', 'm')}.sq"
+        path.write_text(f"""fn main() {{
+  device gpu {{ }}
+  engine llm on gpu {{
+    reqs cap 4;
+    tokens cap 8;
+    request (prompt, o) {{
+      prefill (prompt);
+      decode (o - 1);
+    }}
+    schedule {{
+      advance running;
+      admit waiting while (running.preempted == 0) taking reqs (1);
+    }}
+    execute (1);
+  }}
+  pool reqs on llm {{ queue fifo; }}
+  workload {{
+    arrive batch(1);
+    turn {{ set out = {out}; }}
+  }}
+  server {{ llm (5, out); }}
+}}
+""")
+        return link_file(path)
+
+    errors = []
+    for carry in (True, False):
+        monkeypatch.setattr(compile_mod, "CARRY_DECODES", carry)
+        rep = simulate(program("3"), seed=1).report
+        assert rep["client"]["response"]["mean"] == 3.0 and rep["client"]["ttft"]["mean"] == 1.0
+        assert next(s for s in rep["stages"] if s["service"] == "step")["iterations"] == 3
+        rep = simulate(program("1"), seed=1).report
+        assert rep["client"]["response"]["mean"] == 1.0
+        with pytest.raises(SerqError) as err:
+            simulate(program("-1"), seed=1)
+        errors.append(str(err.value))
+    # at the decode statement (line 8), when the prefill ended (time 1), carried or not
+    assert errors[0] == errors[1] and "onem1.sq:8:7:" in errors[0] and "at time 1" in errors[0] \
+        and "the work of a run is -2" in errors[0]
+
+
 def test_the_decode_group_agrees_on_the_oracle_iterations(monkeypatch):
     """Every vLLM oracle scenario, iteration by iteration (batch, memory, preemptions), turn by turn
     and report, with and without the decode group."""

@@ -966,11 +966,16 @@ class _Ctx:
         return _Ctx(self.side, self.stream, self.trace, self.frames + more, self.env)
 
 
+# A prefill run carries the decode run written after it (`step_run`, `_chains`); False: every run
+# statement is its own residency (tests/test_fast_paths.py runs both and compares everything).
+CARRY_DECODES = True
+
+
 def _chains(s, d) -> bool:
     """A prefill run and, next, a decode run that it can carry (`step_run`): one engine, named
     without an index, the same growing hold, and a decode work that reads only attributes and numbers
     (read when the prefill ends, it is what the thread would read on that instant)."""
-    if s.kind != "run" or d.kind != "run" or s.mode != "prefill" or d.mode != "decode":
+    if not CARRY_DECODES or s.kind != "run" or d.kind != "run" or s.mode != "prefill" or d.mode != "decode":
         return False
     if len(s.stages) != 1 or len(d.stages) != 1:
         return False
