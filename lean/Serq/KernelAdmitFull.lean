@@ -192,4 +192,248 @@ theorem admitWaiting_serveInv {g : Nat} (p : Program) (s : Nat) (hpre : ∀ i, g
             (admitOne_serveInv p s hgrow f c B i _ m b hj hb hi hp h)
         · exact ⟨hi, hp, h⟩
 
+/-- With a constant budget and neither a preemption nor a granule (`hnt`: no RAD tiling on `s`), the
+batch of `b` has the invariants the provenance needs (`BOk`). -/
+theorem bok_of_untiled {p : Program} {s : Nat} (hnt : ∀ k, ¬TiledProgram p s k) (b : Batch) : BOk p s b :=
+  fun k hk => absurd hk (hnt k)
+
+/-- A stage whose engine has no granule is not tiled (RAD's hypotheses need a granule `g ≠ 0`). -/
+theorem not_tiled_of_granule0 {p : Program} {s e : Nat} (hs : getService p.stages s = .step e)
+    (hg : (getEngine p.engines e).granule = .num 0) : ∀ k, ¬TiledProgram p s k := by
+  intro k hk
+  have h1 := hk.granule e hs
+  rw [hg] at h1
+  cases h1
+  exact hk.pos rfl
+
+/-! ### The plan of one iteration, admissions included -/
+
+/-- The plan of an iteration (the serving, then `admit waiting` without `only`), from `PlanReady` with a
+constant budget `B`, no `only` on the serving, no granule, no preemption, no growing run on `s`, and the
+invariants `Inv` and `Placed`: `ServeInv` holds at its end, over every resident, admitted ones included. -/
+theorem plan_serveInv_admitting {g : Nat} (p : Program) (s c B f : Nat) (m : Machine) (running : List Nat)
+    (keys : List Expr) (gated : Bool) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+    (hnt : ∀ k, ¬TiledProgram p s k) (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) :
+    ServeInv c B []
+      (getEngineState (admitWaiting p s c none gated f
+        (serveOrdered p s m running c none ⟨B, 0, 0, 0, 0, 0, false⟩ keys (getEngineState m.engines s).residents).1
+        (serveOrdered p s m running c none ⟨B, 0, 0, 0, 0, 0, false⟩ keys
+          (getEngineState m.engines s).residents).2).1.engines s).residents
+      (admitWaiting p s c none gated f
+        (serveOrdered p s m running c none ⟨B, 0, 0, 0, 0, 0, false⟩ keys (getEngineState m.engines s).residents).1
+        (serveOrdered p s m running c none ⟨B, 0, 0, 0, 0, 0, false⟩ keys
+          (getEngineState m.engines s).residents).2).2 :=
+  (admitWaiting_serveInv p s hpre hgrow hnt c B gated f _ _
+    (serveOrdered_inv p s m running c none _ keys _ hi (bok_of_untiled hnt _)).1
+    (hp.keep (serveOrdered_keeps p hpre s m running c none _ keys _))
+    (serveOrdered_full p s m running c B keys hr)).2.2
+
+/-- `full_or_short` for one iteration of an engine that may admit its own queue: engine `s` (of clauses
+`eng`) plans an iteration with a constant `tokens cap B`, no `only` on `advance running` nor on `admit
+waiting`, no granule, from `PlanReady`, in a program with no preemption and no growing run on `s`, the
+machine satisfying the provenance invariant `Inv` and `Placed`; the record it keeps, if any, has
+`tokens = B` or `demand < B`, and the older records stay. -/
+theorem startIteration_full_or_short_admitting {g : Nat} (p : Program) (f s : Nat) (eng : Engine) (m : Machine)
+    (B : Nat) (hB : eng.budget = .num B) (hq : eng.serveOnly = none) (hadm : eng.admitOnly = none)
+    (hg : eng.granule = .num 0) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+    (hnt : ∀ k, ¬TiledProgram p s k) (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) :
+    NewRecordsFull B (getEngineState m.engines s).records
+      (getEngineState (startIteration p f s eng m).engines s).records := by
+  simp only [startIteration, hB, hq, hadm, hg, eval]
+  split
+  · exact Or.inl (by simp only [admitWaiting_records, serveOrdered_records])
+  · split
+    · exact Or.inl (by simp only [admitWaiting_records, serveOrdered_records])
+    · simp only [Machine.setTimer_engines]
+      apply NewRecordsFull.of_set
+      · simp only [admitWaiting_records, serveOrdered_records]
+      · refine ⟨_, rfl, ?_⟩
+        exact ServeInv.full (plan_serveInv_admitting p s _ B f m _ eng.order _ hpre hgrow hnt hr hi hp)
+
+/-- Engine `s`'s own iteration, with the hypotheses of `startIteration_full_or_short_admitting` and a cost
+that is never 0, leaves it busy, or idle with nothing scheduled. -/
+theorem startIteration_idleClear_admitting {g : Nat} (p : Program) (f s : Nat) (eng : Engine) (m : Machine)
+    (B : Nat) (hB : eng.budget = .num B) (hq : eng.serveOnly = none) (hadm : eng.admitOnly = none)
+    (hg : eng.granule = .num 0) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+    (hnt : ∀ k, ¬TiledProgram p s k) (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 eng.cost ≠ 0)
+    (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) : IdleClear s (startIteration p f s eng m) := by
+  have key := fun running c =>
+    plan_serveInv_admitting p s c B f m running eng.order eng.admitGated hpre hgrow hnt hr hi hp
+  simp only [startIteration, hB, hq, hadm, hg, eval]
+  split
+  · next hc =>
+    intro _ r hr'
+    simp only [Bool.and_eq_true, decide_eq_true_eq] at hc
+    exact sumSched_eq_zero _ (by rw [← (key _ _).sum]; exact hc.1) r hr'
+  · split
+    · next hc2 =>
+      exfalso
+      simp only [Bool.and_eq_true, decide_eq_true_eq] at hc2
+      exact hcost _ _ hc2.1
+    · intro hb
+      simp only [Machine.setTimer_engines] at hb ⊢
+      unfold SchedClear
+      rcases getEngineState_setEngineState_or _ s _ with e | e
+      · rw [e] at hb
+        simp at hb
+      · rw [e]
+        intro r hr'
+        simp at hr'
+
+/-! ### Every run, given an invariant and the one-iteration step
+
+The traversal of a run (`runProgram_full_or_short_of`'s), with the one-iteration theorem a hypothesis
+(`hstep`) instead of `startIteration_full_or_short`, so that it serves an engine that admits. -/
+
+section Run
+
+variable (p : Program) (s e B : Nat) (J : Machine → Prop) (hJ : FullInvariant p s J)
+  (hs : getService p.stages s = .step e)
+  (hstep : ∀ f m, J m → (getEngineState m.engines s).busy = false →
+    NewRecordsFull B (getEngineState m.engines s).records
+      (getEngineState (startIteration p f s (getEngine p.engines e) m).engines s).records)
+
+include hJ hs hstep
+
+theorem start_full_of_step (f i e' : Nat) (m : Machine) (hi : getService p.stages i = .step e')
+    (hbusy : (getEngineState m.engines i).busy = false) (hm : FullAt s B J m) :
+    FullAt s B J (settle p f (startIteration p f i (getEngine p.engines e') m)) := by
+  refine ⟨?_, hJ.settle _ _ (hJ.start f i e' m hi hbusy hm.2)⟩
+  intro r hr
+  rw [settle_records] at hr
+  by_cases his : i = s
+  · subst his
+    rw [hs] at hi
+    cases hi
+    rcases hstep f m hm.2 hbusy with h | ⟨r', h, hfull⟩
+    · rw [h] at hr
+      exact hm.1 r hr
+    · rw [h] at hr
+      simp only [List.mem_cons] at hr
+      rcases hr with hr | hr
+      · rw [hr]; exact hfull
+      · exact hm.1 r hr
+  · rw [startIteration_records_ne p f i _ m s his] at hr
+    exact hm.1 r hr
+
+theorem startPass_full_of_step (f : Nat) : ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool),
+    (∀ k, getService ss k = getService p.stages (i + k)) → FullAt s B J m →
+      FullAt s B J (startPass p f ss i tried m a).1 := by
+  intro ss
+  induction ss with
+  | nil => intro i tried m a _ hm; exact hm
+  | cons x ss ih =>
+    intro i tried m a hss hm
+    cases x with
+    | step e' =>
+      simp only [startPass]
+      split
+      · exact ih (i + 1) tried m a (getService_tail hss) hm
+      · next hc =>
+        have hbusy : (getEngineState m.engines i).busy = false := by
+          cases hb : (getEngineState m.engines i).busy
+          · rfl
+          · simp [hb] at hc
+        have hi : getService p.stages i = .step e' := by
+          have h0 := hss 0
+          simp only [getService, Nat.add_zero] at h0
+          exact h0.symm
+        have hm' := start_full_of_step p s e B J hJ hs hstep f i e' m hi hbusy hm
+        split
+        · exact hm'
+        · exact ih (i + 1) (i :: tried) _ true (getService_tail hss) hm'
+    | delay => exact ih (i + 1) tried m a (getService_tail hss) hm
+    | fifo c => exact ih (i + 1) tried m a (getService_tail hss) hm
+
+theorem startEngines_full_of_step (f n : Nat) (tried : List Nat) (m : Machine) :
+    FullAt s B J m → FullAt s B J (startEngines p f n tried m) := by
+  fun_induction startEngines p f n tried m <;> intro hm
+  all_goals first
+    | exact hm
+    | exact startPass_full_of_step p s e B J hJ hs hstep _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm
+    | (rename_i ih
+       exact ih (startPass_full_of_step p s e B J hJ hs hstep _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm))
+
+theorem endOfInstant_full_of_step (f : Nat) (m : Machine) (hm : FullAt s B J m) : FullAt s B J (endOfInstant p f m) := by
+  simp only [endOfInstant]
+  split
+  · exact hm
+  · exact startEngines_full_of_step p s e B J hJ hs hstep _ _ _ _ hm
+
+theorem loop_full_of_step (f : Nat) (m : Machine) : FullAt s B J m → FullAt s B J (loop p f m) := by
+  fun_induction loop p f m <;> intro hm
+  · exact ⟨hm.1, hJ.fuel _ hm.2⟩
+  · exact hm
+  · rename_i tm ts heq ih
+    apply ih
+    apply endOfInstant_full_of_step p s e B J hJ hs hstep
+    apply settle_full p s B J hJ
+    exact ⟨fun r hr => hm.1 r (by rw [fire_records] at hr; exact hr), hJ.fire _ _ _ _ heq hm.2⟩
+
+/-- Every record of stage `s` is full or short of demand, given an invariant `J` (`FullInvariant`) and the
+one-iteration theorem for engine `s` from `J` (`hstep`). -/
+theorem runProgram_full_or_short_of_step (fuel : Nat) :
+    ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B := by
+  have h0 : FullAt s B J (initial p) := by
+    refine ⟨?_, hJ.initial⟩
+    intro r hr
+    have he : (initial p).engines = idleEngines p.stages := by
+      unfold initial; dsimp only; split <;> rfl
+    rw [he, getEngineState_idleEngines_records] at hr
+    cases hr
+  unfold runProgram
+  exact (loop_full_of_step p s e B J hJ hs hstep _ _ (endOfInstant_full_of_step p s e B J hJ hs hstep _ _
+    (settle_full p s B J hJ _ _ h0))).1
+
+end Run
+
+/-! ### Every run of a program whose engine admits its own queue -/
+
+/-- The run's invariant: nothing scheduled on an idle engine `s`, statement provenance (and the records'
+tiles), no thread placed twice. -/
+def AdmitOk (p : Program) (s : Nat) (m : Machine) : Prop := IdleClear s m ∧ RunOk p m ∧ Placed p.gap m
+
+theorem AdmitOk.planReady {p : Program} {s : Nat} {m : Machine} (hgrow : NoGrowth p s) (h : AdmitOk p s m)
+    (hb : (getEngineState m.engines s).busy = false) : PlanReady m s :=
+  ⟨fun r hr => ⟨h.1 hb r hr, h.2.1.1.grow0 hgrow r hr⟩, h.2.2.distinct s⟩
+
+/-- `AdmitOk` is a `FullInvariant` of every program with `DistinctProgram` and no growing run on `s`, whose
+stage `s` is engine `e` with a constant budget, no `only` on either statement, no granule and a cost that
+is never 0. -/
+theorem AdmitOk.fullInvariant (p : Program) (s e B : Nat) (hp : DistinctProgram p) (hgrow : NoGrowth p s)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+    (hq : (getEngine p.engines e).serveOnly = none) (hadm : (getEngine p.engines e).admitOnly = none)
+    (hg : (getEngine p.engines e).granule = .num 0)
+    (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
+    FullInvariant p s (AdmitOk p s) := by
+  have hR := RestInvariant.of_distinct p s (Placed p.gap) hgrow (Placed.distinctInvariant p s hp)
+  refine ⟨⟨initial_idleClear p s, hR.initial⟩, fun f m h => ⟨settle_idleClear p f m s h.1, hR.settle f m h.2⟩,
+    fun m t tm ts he h => ⟨fire_idleClear p _ _ s h.1, hR.fire m t tm ts he h.2⟩, ?_, fun m h => ⟨h.1, hR.fuel m h.2⟩,
+    fun m h hb => h.planReady hgrow hb⟩
+  intro f i e' m hi hb h
+  refine ⟨?_, hR.start f i e' m hi hb h.2⟩
+  by_cases his : i = s
+  · subst his
+    rw [hs] at hi
+    cases hi
+    exact startIteration_idleClear_admitting p f i _ m B hB hq hadm hg hp.preempt hgrow
+      (not_tiled_of_granule0 hs hg) hcost (h.planReady hgrow hb) h.2.1.1 h.2.2
+  · exact startIteration_idleClear_ne his p f _ m h.1
+
+/-- `full_or_short` (vLLM's, issue 13) for every run of every program with no preemption (and no renewal
+gap beside a trace: `DistinctProgram`) and no growing run on stage `s` (`NoGrowth`), whose stage `s` is
+engine `e` with a constant `tokens cap B`, no `only` on `advance running` nor on `admit waiting`, no
+granule and a cost that is never 0, whether or not the engine admits a pool's queue (`pool reqs on S`):
+every record of stage `s` has `tokens = B` or `demand < B`. -/
+theorem runProgram_full_or_short_admitting (p : Program) (fuel s e B : Nat) (hp : DistinctProgram p)
+    (hgrow : NoGrowth p s) (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+    (hq : (getEngine p.engines e).serveOnly = none) (hadm : (getEngine p.engines e).admitOnly = none)
+    (hg : (getEngine p.engines e).granule = .num 0)
+    (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
+    ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
+  runProgram_full_or_short_of_step p s e B (AdmitOk p s)
+    (AdmitOk.fullInvariant p s e B hp hgrow hs hB hq hadm hg hcost) hs
+    (fun f m h hb => startIteration_full_or_short_admitting p f s _ m B hB hq hadm hg hp.preempt hgrow
+      (not_tiled_of_granule0 hs hg) (h.planReady hgrow hb) h.2.1.1 h.2.2) fuel
+
 end Serq.Kernel
