@@ -22,7 +22,7 @@ that hypothesis, replacing it by what admission needs:
 The invariants it needs through the plan, `Inv` (`Serq.KernelProvenance`) and `Placed`
 (`Serq.KernelDistinct`, under no preemption), hold at every point of every run, so `full_or_short`
 holds for every run of a program with `DistinctProgram`, `NoGrowth`, a constant budget, no `only` on
-either statement, no granule and a cost that is never 0 (`runProgram_full_or_short_admitting`), whether
+either statement, no granule and a cost that is not 0 for tokens (`runProgram_full_or_short_admitting`), whether
 or not the engine admits a queue.
 -/
 @[expose] public section
@@ -250,12 +250,23 @@ theorem startIteration_full_or_short_admitting {g : Nat} (p : Program) (f s : Na
       · refine ⟨_, rfl, ?_⟩
         exact ServeInv.full (plan_serveInv_admitting p s _ B f m _ eng.order _ hpre hgrow hnt hr hi hp)
 
+/-- An iteration that schedules tokens lasts some time: the engine's cost (`execute`, read with
+`batch.tokens` its first context variable) is not 0 when the tokens are not (a cost of 0 for tokens is the
+program's run-time error, which leaves the engine idle with its residents as planned). Weaker than
+`KernelFullRun`'s hypothesis that the cost is never 0 (`CostPos.of_ne`): `bari_rate.sq`'s
+`a * ceil(batch.tokens / T) + b * batch.tokens` is 0 for no tokens. -/
+def CostPos (cost : Expr) : Prop :=
+  ∀ (v : PoolView) (now t : Nat) (rest : List Nat), v.stage = t :: rest → t ≠ 0 → eval v [] now 0 cost ≠ 0
+
+theorem CostPos.of_ne (cost : Expr) (h : ∀ (v : PoolView) (now : Nat), eval v [] now 0 cost ≠ 0) : CostPos cost :=
+  fun v now _ _ _ _ => h v now
+
 /-- Engine `s`'s own iteration, with the hypotheses of `startIteration_full_or_short_admitting` and a cost
-that is never 0, leaves it busy, or idle with nothing scheduled. -/
+that is not 0 for tokens, leaves it busy, or idle with nothing scheduled. -/
 theorem startIteration_idleClear_admitting {g : Nat} (p : Program) (f s : Nat) (eng : Engine) (m : Machine)
     (B : Nat) (hB : eng.budget = .num B) (hq : eng.serveOnly = none) (hadm : eng.admitOnly = none)
     (hg : eng.granule = .num 0) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
-    (hnt : ∀ k, ¬TiledProgram p s k) (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 eng.cost ≠ 0)
+    (hnt : ∀ k, ¬TiledProgram p s k) (hcost : CostPos eng.cost)
     (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) : IdleClear s (startIteration p f s eng m) := by
   have key := fun running c =>
     plan_serveInv_admitting p s c B f m running eng.order eng.admitGated hpre hgrow hnt hr hi hp
@@ -268,8 +279,8 @@ theorem startIteration_idleClear_admitting {g : Nat} (p : Program) (f s : Nat) (
   · split
     · next hc2 =>
       exfalso
-      simp only [Bool.and_eq_true, decide_eq_true_eq] at hc2
-      exact hcost _ _ hc2.1
+      simp only [Bool.and_eq_true, decide_eq_true_eq, bne_iff_ne, ne_eq] at hc2
+      exact hcost _ _ _ _ rfl hc2.2 hc2.1
     · intro hb
       simp only [Machine.setTimer_engines] at hb ⊢
       unfold SchedClear
@@ -399,12 +410,12 @@ theorem AdmitOk.planReady {p : Program} {s : Nat} {m : Machine} (hgrow : NoGrowt
 
 /-- `AdmitOk` is a `FullInvariant` of every program with `DistinctProgram` and no growing run on `s`, whose
 stage `s` is engine `e` with a constant budget, no `only` on either statement, no granule and a cost that
-is never 0. -/
+is not 0 for tokens (`CostPos`). -/
 theorem AdmitOk.fullInvariant (p : Program) (s e B : Nat) (hp : DistinctProgram p) (hgrow : NoGrowth p s)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
     (hq : (getEngine p.engines e).serveOnly = none) (hadm : (getEngine p.engines e).admitOnly = none)
     (hg : (getEngine p.engines e).granule = .num 0)
-    (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
+    (hcost : CostPos (getEngine p.engines e).cost) :
     FullInvariant p s (AdmitOk p s) := by
   have hR := RestInvariant.of_distinct p s (Placed p.gap) hgrow (Placed.distinctInvariant p s hp)
   refine ⟨⟨initial_idleClear p s, hR.initial⟩, fun f m h => ⟨settle_idleClear p f m s h.1, hR.settle f m h.2⟩,
@@ -423,13 +434,13 @@ theorem AdmitOk.fullInvariant (p : Program) (s e B : Nat) (hp : DistinctProgram 
 /-- `full_or_short` (vLLM's, issue 13) for every run of every program with no preemption (and no renewal
 gap beside a trace: `DistinctProgram`) and no growing run on stage `s` (`NoGrowth`), whose stage `s` is
 engine `e` with a constant `tokens cap B`, no `only` on `advance running` nor on `admit waiting`, no
-granule and a cost that is never 0, whether or not the engine admits a pool's queue (`pool reqs on S`):
+granule and a cost that is not 0 for tokens (`CostPos`), whether or not the engine admits a pool's queue (`pool reqs on S`):
 every record of stage `s` has `tokens = B` or `demand < B`. -/
 theorem runProgram_full_or_short_admitting (p : Program) (fuel s e B : Nat) (hp : DistinctProgram p)
     (hgrow : NoGrowth p s) (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
     (hq : (getEngine p.engines e).serveOnly = none) (hadm : (getEngine p.engines e).admitOnly = none)
     (hg : (getEngine p.engines e).granule = .num 0)
-    (hcost : ∀ (v : PoolView) (now : Nat), eval v [] now 0 (getEngine p.engines e).cost ≠ 0) :
+    (hcost : CostPos (getEngine p.engines e).cost) :
     ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
   runProgram_full_or_short_of_step p s e B (AdmitOk p s)
     (AdmitOk.fullInvariant p s e B hp hgrow hs hB hq hadm hg hcost) hs
