@@ -33,6 +33,7 @@ public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
 public import Serq.KernelDistinct
+public import Serq.KernelAdmitFull
 
 /-! # serQ in Lean
 

@@ -12,6 +12,7 @@ public import Papers.Claims.BariRate
 public import Serq.KernelServed
 public import Serq.KernelTiledRun
 public import Serq.KernelDistinct
+public import Serq.KernelAdmitFull
 public import Serq.OneAtATime
 public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
@@ -298,5 +299,49 @@ theorem svf_feasible : sizes (svfJobs svfRun.threads) = Serq.Kernel.observedValu
     ∀ t, sumSizesDoneBy t (svfJobs svfRun.threads) ≤ 1 * t := by
   refine ⟨by decide +kernel, by decide +kernel, feasible_of_before _ 16 (by decide +kernel) ?_⟩
   decide +kernel
+
+/-! ## `full_or_short` through the kernel for engines that admit their own queue (issue 13) -/
+
+/-- vLLM's `full_or_short` for every run of `bari_rate.sq`'s program, for every fuel and number of
+sessions (its value with `sessions` replaced): every iteration record of its engine `llm` spends the whole
+budget of 256 tokens or has a demand below it (`Serq.Kernel.runProgram_full_or_short_admitting`,
+lean/Serq/KernelAdmitFull.lean). Its engine admits its own `reqs` queue; the hypotheses are checked on
+the program's value: no preemption and no renewal gap beside a trace (`DistinctProgram.of_check`), no
+growing run (`NoGrowth.of_check`), `tokens cap 256`, no `only`, no granule (`rfl`), and a cost
+`3 * ceil(batch.tokens / 128) + batch.tokens` that is not 0 for tokens (`CostPos`). -/
+theorem bari_full_or_short (n fuel : Nat) :
+    ∀ r ∈ (Serq.Kernel.getEngineState
+      (Serq.Kernel.runProgram { Papers.Claims.BariRate.program with sessions := n } fuel).engines 0).records,
+      r.tokens = 256 ∨ r.demand < 256 := by
+  have hc : ((Papers.Claims.BariRate.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.BariRate.program.arrivalTimes == 0) &&
+      Serq.Kernel.natsZero Papers.Claims.BariRate.program.preemptModes) = true := by
+    decide +kernel
+  have hg : Papers.Claims.BariRate.program.allStmts (Serq.Kernel.noGrowthOn 0) = true := by decide +kernel
+  refine Serq.Kernel.runProgram_full_or_short_admitting { Papers.Claims.BariRate.program with sessions := n } fuel
+    0 0 256 (Serq.Kernel.DistinctProgram.of_check _ hc) (Serq.Kernel.NoGrowth.of_check _ 0 hg) rfl rfl rfl rfl rfl ?_
+  intro v now t rest hv ht
+  show Serq.Kernel.eval v [] now 0 (.bin .add (.bin .mul (.num 3) (.floorDiv (.bin .add (.stageVar 0) (.num 127)) 128))
+    (.bin .mul (.num 1) (.stageVar 0))) ≠ 0
+  simp only [Serq.Kernel.eval, Serq.Kernel.evalBin, hv, Serq.Kernel.getAt]
+  omega
+
+/-- vLLM's `full_or_short` for every run of `svf.sq`'s program, for every fuel and number of sessions:
+every iteration record of its engine `llm` spends the whole budget of 4 tokens or has a demand below it
+(`Serq.Kernel.runProgram_full_or_short_admitting`). Its engine admits its own `reqs` queue (`queue by
+(volume)`); the hypotheses are checked on the program's value, as for `bari_full_or_short`; its cost
+`execute (1)` is never 0. -/
+theorem svf_full_or_short (n fuel : Nat) :
+    ∀ r ∈ (Serq.Kernel.getEngineState
+      (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).engines 0).records,
+      r.tokens = 4 ∨ r.demand < 4 := by
+  have hc : ((Papers.Claims.Svf.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) &&
+      Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes) = true := by
+    decide +kernel
+  have hg : Papers.Claims.Svf.program.allStmts (Serq.Kernel.noGrowthOn 0) = true := by decide +kernel
+  exact Serq.Kernel.runProgram_full_or_short_admitting { Papers.Claims.Svf.program with sessions := n } fuel
+    0 0 4 (Serq.Kernel.DistinctProgram.of_check _ hc) (Serq.Kernel.NoGrowth.of_check _ 0 hg) rfl rfl rfl rfl rfl
+    (Serq.Kernel.CostPos.of_ne _ (fun _ _ h => by cases h))
 
 end Papers

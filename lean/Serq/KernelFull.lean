@@ -582,11 +582,12 @@ theorem startIteration_records_ne (p : Program) (f i : Nat) (eng : Engine) (m : 
 section Run
 
 variable (p : Program) (s e B : Nat) (J : Machine → Prop) (hJ : FullInvariant p s J)
-  (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
-  (hq : (getEngine p.engines e).serveOnly = none) (hg : (getEngine p.engines e).granule = .num 0)
-  (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1)
+  (hs : getService p.stages s = .step e)
+  (hstep : ∀ f m, J m → (getEngineState m.engines s).busy = false →
+    NewRecordsFull B (getEngineState m.engines s).records
+      (getEngineState (startIteration p f s (getEngine p.engines e) m).engines s).records)
 
-include hJ hs hB hq hg hvia
+include hJ hs hstep
 
 theorem start_full (f i e' : Nat) (m : Machine) (hi : getService p.stages i = .step e')
     (hbusy : (getEngineState m.engines i).busy = false) (hm : FullAt s B J m) :
@@ -598,8 +599,7 @@ theorem start_full (f i e' : Nat) (m : Machine) (hi : getService p.stages i = .s
   · subst his
     rw [hs] at hi
     cases hi
-    rcases startIteration_full_or_short p f i (getEngine p.engines e) m B hB hq hg hvia (hJ.ready m hm.2 hbusy)
-      with h | ⟨r', h, hfull⟩
+    rcases hstep f m hm.2 hbusy with h | ⟨r', h, hfull⟩
     · rw [h] at hr
       exact hm.1 r hr
     · rw [h] at hr
@@ -632,7 +632,7 @@ theorem startPass_full (f : Nat) : ∀ (ss : List Service) (i : Nat) (tried : Li
           have h0 := hss 0
           simp only [getService, Nat.add_zero] at h0
           exact h0.symm
-        have hm' := start_full p s e B J hJ hs hB hq hg hvia f i e' m hi hbusy hm
+        have hm' := start_full p s e B J hJ hs hstep f i e' m hi hbusy hm
         split
         · exact hm'
         · exact ih (i + 1) (i :: tried) _ true (getService_tail hss) hm'
@@ -644,17 +644,17 @@ theorem startEngines_full (f n : Nat) (tried : List Nat) (m : Machine) :
   fun_induction startEngines p f n tried m <;> intro hm
   all_goals first
     | exact hm
-    | exact startPass_full p s e B J hJ hs hB hq hg hvia _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm
+    | exact startPass_full p s e B J hJ hs hstep _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm
     | (rename_i ih
-       exact ih (startPass_full p s e B J hJ hs hB hq hg hvia _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm))
+       exact ih (startPass_full p s e B J hJ hs hstep _ p.stages 0 _ _ _ (fun k => by rw [Nat.zero_add]) hm))
 
 theorem endOfInstant_full (f : Nat) (m : Machine) (hm : FullAt s B J m) : FullAt s B J (endOfInstant p f m) := by
   simp only [endOfInstant]
   split
   · exact hm
-  · exact startEngines_full p s e B J hJ hs hB hq hg hvia _ _ _ _ hm
+  · exact startEngines_full p s e B J hJ hs hstep _ _ _ _ hm
 
-omit hs hB hq hg hvia in
+omit hs hstep in
 theorem settle_full (f : Nat) (m : Machine) (hm : FullAt s B J m) : FullAt s B J (settle p f m) :=
   FullAt.of_records (settle_records p f m s) hm (hJ.settle f m hm.2)
 
@@ -664,14 +664,15 @@ theorem loop_full (f : Nat) (m : Machine) : FullAt s B J m → FullAt s B J (loo
   · exact hm
   · rename_i tm ts heq ih
     apply ih
-    apply endOfInstant_full p s e B J hJ hs hB hq hg hvia
+    apply endOfInstant_full p s e B J hJ hs hstep
     apply settle_full p s B J hJ
     exact ⟨fun r hr => hm.1 r (by rw [fire_records] at hr; exact hr), hJ.fire _ _ _ _ heq hm.2⟩
 
-/-- `full_or_short` for every run, given an invariant `J` that keeps engine `s`'s residents ready
-(`FullInvariant`): every record of stage `s` (engine `e`: a constant `tokens cap B`, no `only` on
-`advance running`, no granule, no pool admitted by it) has `tokens = B` or `demand < B`. -/
-theorem runProgram_full_or_short_of (fuel : Nat) :
+/-- `full_or_short` for every run, given an invariant `J` (`FullInvariant`) and the one-iteration theorem
+for engine `s` from a machine with `J` where `s` is idle (`hstep`): every record of stage `s` has
+`tokens = B` or `demand < B`. (`runProgram_full_or_short_of` takes `hstep` from
+`startIteration_full_or_short`; `Serq.KernelAdmitFull`, from its version for engines that admit.) -/
+theorem runProgram_full_or_short_of_step (fuel : Nat) :
     ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B := by
   have h0 : FullAt s B J (initial p) := by
     refine ⟨?_, hJ.initial⟩
@@ -681,9 +682,20 @@ theorem runProgram_full_or_short_of (fuel : Nat) :
     rw [he, getEngineState_idleEngines_records] at hr
     cases hr
   unfold runProgram
-  exact (loop_full p s e B J hJ hs hB hq hg hvia _ _ (endOfInstant_full p s e B J hJ hs hB hq hg hvia _ _
+  exact (loop_full p s e B J hJ hs hstep _ _ (endOfInstant_full p s e B J hJ hs hstep _ _
     (settle_full p s B J hJ _ _ h0))).1
 
 end Run
+
+/-- `full_or_short` for every run, given an invariant `J` that keeps engine `s`'s residents ready
+(`FullInvariant`): every record of stage `s` (engine `e`: a constant `tokens cap B`, no `only` on
+`advance running`, no granule, no pool admitted by it) has `tokens = B` or `demand < B`. -/
+theorem runProgram_full_or_short_of (p : Program) (s e B : Nat) (J : Machine → Prop) (hJ : FullInvariant p s J)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+    (hq : (getEngine p.engines e).serveOnly = none) (hg : (getEngine p.engines e).granule = .num 0)
+    (hvia : ∀ v ∈ p.admitVia, v ≠ s + 1) (fuel : Nat) :
+    ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
+  runProgram_full_or_short_of_step p s e B J hJ hs
+    (fun f m h hb => startIteration_full_or_short p f s _ m B hB hq hg hvia (hJ.ready m h hb)) fuel
 
 end Serq.Kernel
