@@ -32,6 +32,7 @@ public import Serq.Backlog
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
+public import Serq.KernelConserve
 
 /-! # serQ in Lean
 
