@@ -17,6 +17,7 @@ public import Papers.Claims.DaiBacklog
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
+public import Serq.KernelConserve
 
 /-! # The proofs of the paper programs' claims
 
@@ -280,5 +281,18 @@ theorem svf_feasible : sizes (svfJobs svfRun.threads) = Serq.Kernel.observedValu
     ∀ t, sumSizesDoneBy t (svfJobs svfRun.threads) ≤ 1 * t := by
   refine ⟨by decide +kernel, by decide +kernel, feasible_of_before _ 16 (by decide +kernel) ?_⟩
   decide +kernel
+
+/-! ## Issue 14, result 6, on a paper program's every run -/
+
+/-- Causality for every fuel and any number of sessions of `svf.sq`'s program (its value with
+`sessions` replaced), an instance of `Serq.Kernel.runProgram_causality`, which has no hypothesis on the
+program: every answer is given no earlier than its turn was submitted, and every turn an engine gave a
+token has its first token between its submission and its answer. -/
+theorem svf_causality_every_run (n fuel : Nat) :
+    ∀ th ∈ (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads,
+      (∀ a ∈ th.answers, a.start ≤ a.answered) ∧
+      ∀ tk ∈ th.tokens, ∃ a ∈ th.answers, a.serial = tk.serial ∧ a.turn = tk.turn ∧
+        a.start ≤ tk.first ∧ tk.first ≤ a.answered :=
+  Serq.Kernel.runProgram_causality _ fuel
 
 end Papers
