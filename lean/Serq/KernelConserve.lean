@@ -527,4 +527,92 @@ theorem runProgram_causality (p : Program) (fuel : Nat) :
         a.start ≤ tk.first ∧ tk.first ≤ a.answered :=
   fun th hth => ⟨runProgram_causal p fuel th hth, runProgram_first_token p fuel th hth⟩
 
+/-! ### KV conservation: the steps that keep a pool within its cap
+
+Over the kernel interpreter, a pool `i`'s state keeps the units its holders hold (`used`) and its cached
+entries (`entries`); result 6's KV conservation is `used + cachedUnits entries ≤ cap` at every machine.
+Proved here are its local steps: an admission or a growth whose allocation fits the cap
+(`used ≤ cap` after it, what `fits` and `growPreempting` check) leaves the pool within the cap once its
+cache has given way under `evict lru` (`makeRoom_within`, `evictIn_within`, `Machine.grown_within`), and
+the eviction never adds to the cache (`makeRoom_cached_le`). What is left open for every run is
+the global part (`docs/lean.md`, issue 14's results, row 6).
+-/
+
+/-- A whole number of blocks covering `x`: at least `x`. -/
+theorem le_roundUp (b x : Nat) : x ≤ roundUp b x := by
+  unfold roundUp
+  split
+  · exact Nat.le_refl _
+  · rename_i hb
+    have h1 := Nat.div_add_mod (x + b - 1) b
+    have h2 := Nat.mod_lt (x + b - 1) (Nat.pos_of_ne_zero hb)
+    rw [Nat.mul_comm] at h1
+    generalize (x + b - 1) / b * b = P at h1 ⊢
+    generalize (x + b - 1) % b = r at h1 h2
+    omega
+
+/-- What a block-wise eviction takes of an entry of `u` units (`Nat.min u R`, R covering the excess
+`over`) leaves it, when something is left, short of the excess. -/
+theorem sub_min_add_le (u R over : Nat) (hR : over ≤ R) (hz : ¬u - Nat.min u R = 0) : u - Nat.min u R + over ≤ u := by
+  have e : Nat.min u R = if u ≤ R then u else R := rfl
+  rw [e] at hz ⊢
+  by_cases hle : u ≤ R <;> simp only [hle, ↓reduceIte] at hz ⊢ <;> omega
+
+/-- `evict lru` leaves the allocations and the cache within the cap when the allocations alone are. -/
+theorem makeRoom_within (cap b used : Nat) : ∀ (es : List Entry), used ≤ cap →
+    used + cachedUnits (makeRoom cap b used es) ≤ cap
+  | [], h => by simp [makeRoom, cachedUnits]; exact h
+  | e :: es, h => by
+    have hr := le_roundUp b (used + e.units + cachedUnits es - cap)
+    have hs := sub_min_add_le e.units (roundUp b (used + e.units + cachedUnits es - cap))
+      (used + e.units + cachedUnits es - cap) hr
+    simp only [makeRoom]
+    repeat' split
+    all_goals first
+      | exact makeRoom_within cap b used es h
+      | (simp only [cachedUnits]; omega)
+
+/-- `evict lru` never adds to the cache. -/
+theorem makeRoom_cached_le (cap b used : Nat) : ∀ (es : List Entry),
+    cachedUnits (makeRoom cap b used es) ≤ cachedUnits es
+  | [] => Nat.le_refl _
+  | e :: es => by
+    have ih := makeRoom_cached_le cap b used es
+    simp only [makeRoom]
+    repeat' split
+    all_goals first
+      | exact Nat.le_refl _
+      | (simp only [cachedUnits]; omega)
+
+/-- A pool that evicts `lru` (no `evict by` keys) is within its cap after its cache gives way, when its
+allocations are. -/
+theorem evictIn_within (p : Program) (threads : List Thread) (pools : List PoolState) (now i used : Nat)
+    (es : List Entry) (hlru : getKeys p.evictKeys i = []) (h : used ≤ getAt p.caps i) :
+    used + cachedUnits (evictIn p threads pools now i used es) ≤ getAt p.caps i := by
+  unfold evictIn
+  rw [hlru]
+  exact makeRoom_within _ _ _ es h
+
+theorem getPool_setPool_self : ∀ (ps : List PoolState) (i : Nat) (v : PoolState),
+    getPool (setPool ps i v) i = v ∨ getPool (setPool ps i v) i = ⟨0, 0, [], []⟩
+  | [], _, _ => Or.inr rfl
+  | _ :: _, 0, _ => Or.inl rfl
+  | _ :: xs, i + 1, v => getPool_setPool_self xs i v
+
+/-- A growth that fits (the check `Machine.serveOne` and `growPreempting` make before `Machine.grown`)
+leaves its pool within the cap, on a pool that evicts `lru`. -/
+theorem Machine.grown_within (p : Program) (m : Machine) (t i want : Nat) (h : Held)
+    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) (hlru : getKeys p.evictKeys i = []) :
+    (getPool (m.grown p t i want h).pools i).used + cachedUnits (getPool (m.grown p t i want h).pools i).entries ≤
+      getAt p.caps i := by
+  simp only [Machine.grown, Machine.put]
+  rcases getPool_setPool_self m.pools i { getPool m.pools i with
+      used := (getPool m.pools i).used + (want - h.units),
+      entries := evictIn p m.threads m.pools m.now i ((getPool m.pools i).used + (want - h.units))
+        (getPool m.pools i).entries } with e | e
+  · rw [e]
+    exact evictIn_within p _ _ _ i _ _ hlru hfit
+  · rw [e]
+    simp [cachedUnits]
+
 end Serq.Kernel
