@@ -615,4 +615,77 @@ theorem Machine.grown_within (p : Program) (m : Machine) (t i want : Nat) (h : H
   · rw [e]
     simp [cachedUnits]
 
+theorem getPool_setPool_ne : ∀ (ps : List PoolState) (i j : Nat) (v : PoolState), i ≠ j →
+    getPool (setPool ps i v) j = getPool ps j
+  | [], _, _, _, _ => rfl
+  | _ :: _, 0, 0, _, h => absurd rfl h
+  | _ :: _, 0, _ + 1, _, _ => rfl
+  | _ :: _, _ + 1, 0, _, _ => rfl
+  | _ :: xs, i + 1, j + 1, v, h => getPool_setPool_ne xs i j v (fun e => h (by rw [e]))
+
+theorem cachedUnits_markDead (serial : Nat) : ∀ (es : List Entry), cachedUnits (markDead serial es) = cachedUnits es
+  | [] => rfl
+  | e :: es => by
+    simp only [markDead]
+    split
+    · rfl
+    · simp only [cachedUnits, cachedUnits_markDead serial es]
+
+theorem cachedUnits_appendEntry (v : Entry) : ∀ (es : List Entry), cachedUnits (appendEntry es v) = cachedUnits es + v.units
+  | [] => by simp [appendEntry, cachedUnits]
+  | e :: es => by
+    simp only [appendEntry, cachedUnits, cachedUnits_appendEntry v es]
+    omega
+
+/-- A release caches at most what it gives back. -/
+theorem cachedUnits_addEntry (serial units : Nat) (es : List Entry) :
+    cachedUnits (addEntry serial units es) ≤ cachedUnits es + units := by
+  unfold addEntry
+  split
+  · omega
+  · rw [cachedUnits_appendEntry, cachedUnits_markDead]
+    exact Nat.le_refl _
+
+theorem roundDown_le (b x : Nat) : roundDown b x ≤ x := by
+  unfold roundDown
+  split
+  · exact Nat.le_refl _
+  · exact Nat.div_mul_le_self x b
+
+/-- A part given back keeps every pool within its cap, provided its pool holds at least its units: the
+release caches at most the units it gives back. The proviso is the ledger the global statement needs
+(`used` stops at 0, so a part larger than its pool's `used` would let the cache grow past the cap). -/
+theorem giveBack_one_within (blocks : List Nat) (serial keep : Nat) (ps : List PoolState) (h : Held) (i cap : Nat)
+    (hw : (getPool ps i).used + cachedUnits (getPool ps i).entries ≤ cap)
+    (hu : h.pool = i → h.given = false → h.units ≤ (getPool ps i).used) :
+    (getPool (giveBack blocks serial keep ps [h]) i).used + cachedUnits (getPool (giveBack blocks serial keep ps [h]) i).entries ≤ cap := by
+  simp only [giveBack]
+  split
+  · exact hw
+  · rename_i hg
+    by_cases hp : h.pool = i
+    · subst hp
+      have hu' := hu rfl (by simpa using hg)
+      have hk : (if h.caches then roundDown (getAt blocks h.pool) (Nat.min (Nat.min keep h.computed) h.units) else 0) ≤ h.units := by
+        split
+        · refine Nat.le_trans (roundDown_le _ _) ?_
+          show (if Nat.min keep h.computed ≤ h.units then Nat.min keep h.computed else h.units) ≤ h.units
+          split <;> omega
+        · exact Nat.zero_le _
+      rcases getPool_setPool_self ps h.pool
+          { getPool ps h.pool with
+            used := (getPool ps h.pool).used - h.units
+            holders := (getPool ps h.pool).holders - 1
+            entries := addEntry serial (if h.caches then roundDown (getAt blocks h.pool)
+              (Nat.min (Nat.min keep h.computed) h.units) else 0) (getPool ps h.pool).entries } with e | e
+      · rw [e]
+        have ha := cachedUnits_addEntry serial (if h.caches then roundDown (getAt blocks h.pool)
+            (Nat.min (Nat.min keep h.computed) h.units) else 0) (getPool ps h.pool).entries
+        dsimp only
+        omega
+      · rw [e]
+        simp [cachedUnits]
+    · rw [getPool_setPool_ne _ _ _ _ hp]
+      exact hw
+
 end Serq.Kernel
