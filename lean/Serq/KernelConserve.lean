@@ -688,4 +688,61 @@ theorem giveBack_one_within (blocks : List Nat) (serial keep : Nat) (ps : List P
     · rw [getPool_setPool_ne _ _ _ _ hp]
       exact hw
 
+/-- Every pool's allocations and cache within its cap. -/
+def withinCaps (caps : List Nat) (ps : List PoolState) : Prop :=
+  ∀ j, (getPool ps j).used + cachedUnits (getPool ps j).entries ≤ getAt caps j
+
+theorem withinCaps_setPool (caps : List Nat) (ps : List PoolState) (i : Nat) (v : PoolState)
+    (hw : withinCaps caps ps) (hv : v.used + cachedUnits v.entries ≤ getAt caps i) : withinCaps caps (setPool ps i v) := by
+  intro j
+  by_cases hj : i = j
+  · subst hj
+    rcases getPool_setPool_self ps i v with e | e
+    · rw [e]; exact hv
+    · rw [e]; simp [cachedUnits]
+  · rw [getPool_setPool_ne _ _ _ _ hj]
+    exact hw j
+
+/-- What `fits` checks: every pool of the hold has room for its units (and its reserve), in whole blocks,
+in the pools as `v` shows them. -/
+theorem fits_units (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) :
+    ∀ (hs : List HoldOn), fits blocks v attrs now hs = true → ∀ h ∈ hs,
+      (getPool v.pools h.pool).used + roundUp (getAt blocks h.pool) (eval v attrs now 0 h.units) ≤ getAt v.caps h.pool
+  | [], _, h, hh => by simp at hh
+  | x :: xs, hf, h, hh => by
+    simp only [fits, Bool.and_eq_true, decide_eq_true_eq] at hf
+    simp only [List.mem_cons] at hh
+    rcases hh with rfl | hh
+    · exact Nat.le_trans (Nat.add_le_add_left (Nat.le_max_left _ _) _) hf.1
+    · exact fits_units blocks v attrs now xs hf.2 h hh
+
+/-- An admission (`admitOn`, pool by pool) keeps every pool within its cap when each of the hold's pools
+has room for its units in the pools as they stand (what `fits` checks: `fits_units`), the hold names
+each pool once, and its pools evict `lru`: each pool's allocation grows to at most its cap and its cache
+gives way (`evictIn_within`). -/
+theorem admitOn_within (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat)
+    (attrs : List Nat) (now : Nat) :
+    ∀ (hs : List HoldOn) (first : Bool) (attr : Nat) (ps : List PoolState),
+      withinCaps p.caps ps →
+      (∀ h ∈ hs, (getPool ps h.pool).used + roundUp (getAt p.blocks h.pool) (eval v attrs now 0 h.units) ≤
+        getAt p.caps h.pool) →
+      (hs.map HoldOn.pool).Nodup →
+      (∀ h ∈ hs, getKeys p.evictKeys h.pool = []) →
+      withinCaps p.caps (admitOn p threads v caching rho attrs now first attr ps hs).1
+  | [], _, _, ps, hw, _, _, _ => hw
+  | h :: hs, first, attr, ps, hw, hfit, hnd, hlru => by
+    simp only [admitOn]
+    simp only [List.map_cons, List.nodup_cons] at hnd
+    apply admitOn_within p threads v caching rho attrs now hs
+    · exact withinCaps_setPool _ _ _ _ hw
+        (evictIn_within p _ _ _ _ _ _ (hlru h List.mem_cons_self) (hfit h List.mem_cons_self))
+    · intro h2 hh2
+      have hne : h.pool ≠ h2.pool := by
+        intro e
+        exact hnd.1 (e ▸ List.mem_map.2 ⟨h2, hh2, rfl⟩)
+      rw [getPool_setPool_ne _ _ _ _ hne]
+      exact hfit h2 (List.mem_cons_of_mem _ hh2)
+    · exact hnd.2
+    · exact fun h2 hh2 => hlru h2 (List.mem_cons_of_mem _ hh2)
+
 end Serq.Kernel
