@@ -2,7 +2,7 @@ module
 
 public import Serq.KernelFacts
 
-/-! # Issue 14, result 6 over the kernel interpreter: causality of the first token
+/-! # Issue 14, result 6 over the kernel interpreter: causality, and KV conservation's steps
 
 `Serq.KernelFacts` proves of every run of every program of the kernel fragment that the clock never
 goes back (`loop_now_mono`) and that every answered turn was answered no earlier than it was
@@ -28,6 +28,11 @@ never reached it) has no token record: its first token is absent, and only `runP
 of it. The last token's time is not recorded by the machine (a record keeps the start of the
 iteration that gave it, `lastStart`); the answer, at or after the last token, is what the statement
 bounds the first token by.
+
+KV conservation (`used + cachedUnits entries ≤ cap` per pool) is proved here for its local steps only
+(an admission, a growth, a release, the eviction: `admitOn_within`, `Machine.admitWaiter_within`,
+`Machine.grown_within`, `giveBack_one_within`, `makeRoom_within`), not yet for every run: see the
+section's documentation below.
 -/
 @[expose] public section
 
@@ -744,5 +749,39 @@ theorem admitOn_within (p : Program) (threads : List Thread) (v : PoolView) (cac
       exact hfit h2 (List.mem_cons_of_mem _ hh2)
     · exact hnd.2
     · exact fun h2 hh2 => hlru h2 (List.mem_cons_of_mem _ hh2)
+
+theorem getPool_setPool_self_or : ∀ (ps : List PoolState) (i : Nat) (v : PoolState),
+    getPool (setPool ps i v) i = v ∨ getPool (setPool ps i v) i = getPool ps i
+  | [], _, _ => Or.inr rfl
+  | _ :: _, 0, _ => Or.inl rfl
+  | _ :: xs, i + 1, v => getPool_setPool_self_or xs i v
+
+/-- A pool replaced by one with the same allocations keeps every pool's allocations. -/
+theorem getPool_setPool_used (ps : List PoolState) (i : Nat) (v : PoolState) (hv : v.used = (getPool ps i).used)
+    (k : Nat) : (getPool (setPool ps i v) k).used = (getPool ps k).used := by
+  by_cases hk : i = k
+  · subst hk
+    rcases getPool_setPool_self_or ps i v with e | e
+    · rw [e]; exact hv
+    · rw [e]
+  · rw [getPool_setPool_ne _ _ _ _ hk]
+
+/-- A hold admitted from pool `i`'s queue (`Machine.admitWaiter`, as `retryQueue` and `admitOne` admit it:
+once `fits` holds, in the pools as they stand) keeps every pool within its cap, when the hold names
+each pool once and its pools evict `lru`. -/
+theorem Machine.admitWaiter_within (p : Program) (m : Machine) (stage : List Nat) (i j : Nat)
+    (hw : withinCaps p.caps m.pools)
+    (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
+      (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
+      (getWaiter (getPool m.pools i).queue j).on = true)
+    (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup)
+    (hlru : ∀ h ∈ (getWaiter (getPool m.pools i).queue j).on, getKeys p.evictKeys h.pool = []) :
+    withinCaps p.caps (m.admitWaiter p stage i j).pools := by
+  unfold Machine.admitWaiter Machine.put
+  dsimp only
+  refine admitOn_within p _ _ _ _ _ _ _ _ _ _ (withinCaps_setPool _ _ _ _ hw (hw i)) ?_ hnd hlru
+  intro h hh
+  rw [getPool_setPool_used m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j } rfl]
+  exact fits_units _ _ _ _ _ hfit h hh
 
 end Serq.Kernel
