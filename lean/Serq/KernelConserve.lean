@@ -1,6 +1,7 @@
 module
 
 public import Serq.KernelFacts
+public import Serq.KernelTiledRun
 
 /-! # Issue 14, result 6 over the kernel interpreter: causality, and KV conservation's steps
 
@@ -783,5 +784,64 @@ theorem Machine.admitWaiter_within (p : Program) (m : Machine) (stage : List Nat
   intro h hh
   rw [getPool_setPool_used m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j } rfl]
   exact fits_units _ _ _ _ _ hfit h hh
+
+/-! ### The program's hypotheses for KV conservation, decided on its value
+
+The local steps above assume of an admitted hold that it names each pool once, and of its pools that
+they evict `lru`. Of a program: every hold statement names each pool once (`HoldsOnce`, decided by
+`holdsOnceOn` over every statement, `HoldsOnce.of_check`), and no pool has `evict by` keys (`LruPools`,
+decided by `noEvictKeys`, `LruPools.of_check`). What a proof over every run still needs besides is that
+every waiting or requeued hold is one of the program's hold statements (the statement provenance,
+`Serq.KernelProvenance`, keeps their bodies, not yet their pools) and the ledger (`docs/lean.md`). -/
+
+/-- The hold's pools, each named once. -/
+def distinctPools : List HoldOn → Bool
+  | [] => true
+  | h :: hs => !holdsOnPool hs h.pool && distinctPools hs
+
+theorem not_mem_of_holdsOnPool : ∀ (hs : List HoldOn) (i : Nat), holdsOnPool hs i = false → i ∉ hs.map HoldOn.pool
+  | [], _, _ => by simp
+  | h :: hs, i, hf => by
+    simp only [holdsOnPool, Bool.or_eq_false_iff, beq_eq_false_iff_ne] at hf
+    simp only [List.map_cons, List.mem_cons, not_or]
+    exact ⟨fun e => hf.1 e.symm, not_mem_of_holdsOnPool hs i hf.2⟩
+
+theorem distinctPools_nodup : ∀ (hs : List HoldOn), distinctPools hs = true → (hs.map HoldOn.pool).Nodup
+  | [], _ => by simp
+  | h :: hs, hd => by
+    simp only [distinctPools, Bool.and_eq_true, Bool.not_eq_true'] at hd
+    simp only [List.map_cons, List.nodup_cons]
+    exact ⟨not_mem_of_holdsOnPool hs h.pool hd.1, distinctPools_nodup hs hd.2⟩
+
+/-- Every hold statement of the program names each pool once. -/
+def HoldsOnce (p : Program) : Prop :=
+  ∀ on reuse cache body, ProgStmt p (.hold on reuse cache body) → (on.map HoldOn.pool).Nodup
+
+def holdsOnceOn : Stmt → Bool
+  | .hold on _ _ _ => distinctPools on
+  | _ => true
+
+theorem HoldsOnce.of_check (p : Program) (hp : p.allStmts holdsOnceOn = true) : HoldsOnce p := by
+  intro on reuse cache body h
+  have h1 := Stmt.allSub_self _ _ (Program.allStmts_sound _ p hp _ h)
+  simp only [holdsOnceOn] at h1
+  exact distinctPools_nodup on h1
+
+/-- No pool of the program has `evict by` keys: every pool evicts `lru`. -/
+def LruPools (p : Program) : Prop := ∀ i, getKeys p.evictKeys i = []
+
+def noEvictKeys : List (List Expr) → Bool
+  | [] => true
+  | [] :: ks => noEvictKeys ks
+  | (_ :: _) :: _ => false
+
+theorem getKeys_of_noEvictKeys : ∀ (ks : List (List Expr)), noEvictKeys ks = true → ∀ i, getKeys ks i = []
+  | [], _, _ => rfl
+  | [] :: _, _, 0 => rfl
+  | [] :: ks, h, i + 1 => getKeys_of_noEvictKeys ks h i
+  | (_ :: _) :: _, h, _ => by simp [noEvictKeys] at h
+
+theorem LruPools.of_check (p : Program) (hp : noEvictKeys p.evictKeys = true) : LruPools p :=
+  getKeys_of_noEvictKeys p.evictKeys hp
 
 end Serq.Kernel
