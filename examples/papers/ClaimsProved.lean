@@ -295,4 +295,15 @@ theorem svf_causality_every_run (n fuel : Nat) :
         a.start ≤ tk.first ∧ tk.first ≤ a.answered :=
   Serq.Kernel.runProgram_causality _ fuel
 
+/-- KV conservation's program hypotheses (`Serq.Kernel.HoldsOnce`, `LruPools`) hold of `svf.sq`'s program
+(for any number of sessions), decided on its value: its hold names its one pool once, and the pool
+evicts `lru`. -/
+theorem svf_kv_hypotheses (n : Nat) :
+    Serq.Kernel.HoldsOnce { Papers.Claims.Svf.program with sessions := n } ∧
+      Serq.Kernel.LruPools { Papers.Claims.Svf.program with sessions := n } :=
+  by
+  have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
+  have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
+  exact ⟨Serq.Kernel.HoldsOnce.of_check _ h1, Serq.Kernel.LruPools.of_check _ h2⟩
+
 end Papers
