@@ -34,6 +34,7 @@ public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
 public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
+public import Serq.KernelConserve
 
 /-! # serQ in Lean
 

@@ -19,6 +19,7 @@ public import Papers.Claims.DaiBacklog
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
+public import Serq.KernelConserve
 
 /-! # The proofs of the paper programs' claims
 
@@ -343,5 +344,29 @@ theorem svf_full_or_short (n fuel : Nat) :
   exact Serq.Kernel.runProgram_full_or_short_admitting { Papers.Claims.Svf.program with sessions := n } fuel
     0 0 4 (Serq.Kernel.DistinctProgram.of_check _ hc) (Serq.Kernel.NoGrowth.of_check _ 0 hg) rfl rfl rfl rfl rfl
     (Serq.Kernel.CostPos.of_ne _ (fun _ _ h => by cases h))
+
+/-! ## Issue 14, result 6, on a paper program's every run -/
+
+/-- Causality for every fuel and any number of sessions of `svf.sq`'s program (its value with
+`sessions` replaced), an instance of `Serq.Kernel.runProgram_causality`, which has no hypothesis on the
+program: every answer is given no earlier than its turn was submitted, and every turn an engine gave a
+token has its first token between its submission and its answer. -/
+theorem svf_causality_every_run (n fuel : Nat) :
+    ∀ th ∈ (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads,
+      (∀ a ∈ th.answers, a.start ≤ a.answered) ∧
+      ∀ tk ∈ th.tokens, ∃ a ∈ th.answers, a.serial = tk.serial ∧ a.turn = tk.turn ∧
+        a.start ≤ tk.first ∧ tk.first ≤ a.answered :=
+  Serq.Kernel.runProgram_causality _ fuel
+
+/-- KV conservation's program hypotheses (`Serq.Kernel.HoldsOnce`, `LruPools`) hold of `svf.sq`'s program
+(for any number of sessions), decided on its value: its hold names its one pool once, and the pool
+evicts `lru`. -/
+theorem svf_kv_hypotheses (n : Nat) :
+    Serq.Kernel.HoldsOnce { Papers.Claims.Svf.program with sessions := n } ∧
+      Serq.Kernel.LruPools { Papers.Claims.Svf.program with sessions := n } :=
+  by
+  have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
+  have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
+  exact ⟨Serq.Kernel.HoldsOnce.of_check _ h1, Serq.Kernel.LruPools.of_check _ h2⟩
 
 end Papers
