@@ -38,6 +38,8 @@ its queue and runs its thread at once (`admitOne_keeps`). So every run of every 
 `runProgram_full_or_short` is then `full_or_short` for every run with hypotheses on the program only
 (those of `runProgram_full_or_short_of_distinct`, among them that no pool is admitted by the engine `s`
 the statement is about, `hvia`, which `KernelFull`'s plan of one iteration needs, and `DistinctProgram`).
+An engine that admits its own queue, as every engine program of `examples/` does, is
+`Serq.Kernel.runProgram_full_or_short_admitting` (`KernelAdmitFull.lean`), which needs no `hvia`.
 -/
 @[expose] public section
 
