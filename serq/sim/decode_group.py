@@ -40,11 +40,10 @@ stage changes its session's token counts while it is resident.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right, insort
-from math import ceil
+from math import ceil, inf
 from operator import attrgetter
 
 NOT_A_MEMBER = -1
-_INF = float("inf")
 ALL_SERVED = float("inf")  # `mark` once the walk is done: every member is in the iteration
 
 
@@ -481,7 +480,7 @@ def join_cohort(G, J, a, at: int) -> bool:
     iteration planned at `at` (before its last), joins the cohort crossing then, if a count can apply
     the crossing to its pool (`grow_cohort`)."""
     m = a.member
-    if a.reserve > J.kv or not m.batches_growths or (m.cap != _INF and m.cap % m.bs):
+    if a.reserve > J.kv or not m.batches_growths or (m.cap != inf and m.cap % m.bs):
         return False
     C = G.cohorts.get(at)
     if C is None:
@@ -502,9 +501,9 @@ def grow_cohort(st, C, clock: int, due) -> bool:
     read nothing the count changes (their growth's fit, which then holds either way), and there is
     room for the members' blocks, a block for each member due one by one (its growth is at most a
     block: its allocation covers the token before) and each outside resident's growth if it takes
-    what it asks. The pool evicts once for all of them,
-    which takes what evicting after each would (`PoolMember.batches_growths`, whole blocks of a cap
-    of whole blocks). False: the members are visited one by one instead."""
+    what it asks. The pool evicts once for all of them, which takes what evicting after each would
+    (`PoolMember.batches_growths`, whole blocks of a cap of whole blocks). False: the members are
+    visited one by one instead."""
     G = st.group
     m = C.pool
     bs = C.bs
