@@ -3,6 +3,7 @@
     python3 benchmarks/run_all.py                 # medians of 3 (a few minutes on two cores)
     python3 benchmarks/run_all.py --quick         # small sizes, one repetition (a smoke test)
     python3 benchmarks/run_all.py --tree /tmp/serq-base --out /tmp/base.md   # another checkout's serq
+    python3 benchmarks/run_all.py --baseline /tmp/serq-base   # the engine figures beside another checkout's
 
 What it runs (each figure a median over --repeat runs, each run in a fresh process):
 
@@ -12,6 +13,10 @@ What it runs (each figure a median over --repeat runs, each run in a fresh proce
 - serQ's engine iterations per CPU second with 16, 64 and 256 requests resident (the vLLM engine
   of examples/multi-turn/vllm.sq saturated by closed single-turn sessions: benchmarks/engine.py
   `residents_program`).
+  With --baseline TREE, each of these runs is followed by the same run of TREE's serq (a git
+  worktree of an older commit), in alternation, and the table adds the ratio of the two medians:
+  a speed-up measured on one machine in one sitting, which a machine that is slower or faster
+  today than on another day (shared hosts vary by 2x here) leaves as it is.
 - Requests per CPU second of a single-turn vLLM workload of 20 000 requests (engine.py
   `single_turn_program`).
 - Max RSS against the run's length (benchmarks/memory.py's cases).
@@ -46,6 +51,17 @@ def _tree() -> str:
     return os.environ.get("SERQ_TREE") or str(REPO)
 
 
+def _commit(tree: str) -> str:
+    try:
+        commit = subprocess.run(["git", "-C", tree, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True).stdout.strip()
+        dirty = subprocess.run(["git", "-C", tree, "status", "--porcelain", "--", "serq"], capture_output=True,
+                               text=True).stdout.strip()
+        return f"{commit}{' + uncommitted changes in serq/' if dirty else ''}"
+    except OSError:
+        return "?"
+
+
 def machine() -> list[str]:
     model = "?"
     try:
@@ -55,14 +71,7 @@ def machine() -> list[str]:
                 break
     except OSError:
         model = platform.processor() or "?"
-    try:
-        commit = subprocess.run(["git", "-C", _tree(), "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True).stdout.strip()
-        dirty = subprocess.run(["git", "-C", _tree(), "status", "--porcelain", "--", "serq"], capture_output=True,
-                               text=True).stdout.strip()
-        commit = f"{commit}{' + uncommitted changes in serq/' if dirty else ''}"
-    except OSError:
-        commit = "?"
+    commit = _commit(_tree())
     return [
         f"- date: {datetime.datetime.now().isoformat(timespec='seconds')}",
         f"- CPU: {model}; {os.cpu_count()} logical cores (os.cpu_count)",
@@ -71,8 +80,8 @@ def machine() -> list[str]:
     ]
 
 
-def _json_lines(cmd: list[str]) -> list[dict]:
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO)
+def _json_lines(cmd: list[str], env: dict | None = None) -> list[dict]:
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, cwd=REPO, env=env)
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 
@@ -129,19 +138,40 @@ def child(kind: str, arg: int) -> None:
     print(json.dumps(r))
 
 
+def _child_run(kind: str, arg: int, tree: str | None = None) -> dict:
+    env = None if tree is None else dict(os.environ, SERQ_TREE=tree)
+    return _json_lines([PY, str(Path(__file__).resolve()), "--child", kind, str(arg)], env)[0]
+
+
 def _child_runs(kind: str, arg: int, repeat: int) -> list[dict]:
-    return [_json_lines([PY, str(Path(__file__).resolve()), "--child", kind, str(arg)])[0] for _ in range(repeat)]
+    return [_child_run(kind, arg) for _ in range(repeat)]
 
 
-def residents_table(sizes, repeat: int) -> list[str]:
-    lines = ["| residents | mean residents | iterations | CPU s (median) | iterations / CPU s | max RSS MB |",
-             "|---:|---:|---:|---:|---:|---:|"]
+def residents_table(sizes, repeat: int, baseline: str | None = None) -> list[str]:
+    """With `baseline` (a tree), each run is followed by the baseline's: both see the machine as it is then."""
+    head = "| residents | mean residents | iterations | CPU s (median) | iterations / CPU s | max RSS MB |"
+    rule = "|---:|---:|---:|---:|---:|---:|"
+    if baseline:
+        head += " baseline iterations / CPU s | × baseline |"
+        rule += "---:|---:|"
+    lines = [head, rule]
     for n in sizes:
-        runs = _child_runs("residents", n, repeat)
+        runs, base = [], []
+        for _ in range(repeat):
+            runs.append(_child_run("residents", n))
+            if baseline:
+                base.append(_child_run("residents", n, baseline))
         cpu = _median(r["cpu"] for r in runs)
         it = runs[0]["iterations"]
-        lines.append(f"| {n} | {runs[0]['mean_residents']:.1f} | {it:,} | {cpu:.2f} | {it / cpu:,.0f} | "
-                     f"{_median(r['maxrss_mb'] for r in runs):.0f} |")
+        row = (f"| {n} | {runs[0]['mean_residents']:.1f} | {it:,} | {cpu:.2f} | {it / cpu:,.0f} | "
+               f"{_median(r['maxrss_mb'] for r in runs):.0f} |")
+        if baseline:
+            if base[0]["iterations"] != it:  # the same program and seed must run the same iterations
+                raise SystemExit(f"run_all: the baseline ran {base[0]['iterations']} iterations at {n} residents, "
+                                 f"this tree {it}: not the same run, no ratio")
+            base_rate = it / _median(r["cpu"] for r in base)
+            row += f" {base_rate:,.0f} | {(it / cpu) / base_rate:.2f} |"
+        lines.append(row)
     return lines
 
 
@@ -212,6 +242,8 @@ def main() -> None:
     ap.add_argument("--quick", action="store_true", help="small sizes, one run each (a smoke test)")
     ap.add_argument("--out", default=str(HERE / "RESULTS.md"), help="where to write the results ('-': nowhere)")
     ap.add_argument("--tree", help="measure the serq package of another checkout (e.g. a git worktree)")
+    ap.add_argument("--baseline", help="also run the engine's iterations per CPU second with this checkout's serq, "
+                    "alternating with this one's, and print the ratio")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.tree:
@@ -223,6 +255,9 @@ def main() -> None:
     repeat = 1 if args.quick else args.repeat
     mm1_sizes = (10_000, 20_000) if args.quick else (100_000, 1_000_000)
     residents = (16, 64) if args.quick else (16, 64, 256)
+    baseline = str(Path(args.baseline).resolve()) if args.baseline else None
+    if baseline and not (Path(baseline) / "serq" / "sim").is_dir():
+        raise SystemExit(f"run_all: --baseline {args.baseline}: no serq package there (a checkout's root is wanted)")
     requests = 2_000 if args.quick else 20_000
     mem_mm1 = (10_000,) if args.quick else (10_000, 100_000, 1_000_000)
     mem_vllm = (2_000,) if args.quick else (10_000, 100_000)
@@ -239,15 +274,20 @@ def main() -> None:
     section("M/M/1 (rho 0.8): serQ, SimPy and Ciw",
             [f"CPU seconds, median of {repeat}; the three in one process per run; max RSS of each alone.", ""]
             + mm1_table({n: mm1(n, repeat) for n in mm1_sizes}))
+    engine_note = f"CPU seconds of 100 simulated seconds, median of {repeat}."
+    if baseline:
+        engine_note += (f" Baseline: {baseline} at {_commit(baseline)}, its runs alternating with this tree's "
+                        "(each in a process of its own).")
     section("The engine: iterations per CPU second by residents",
-            [f"CPU seconds of 100 simulated seconds, median of {repeat}.", ""] + residents_table(residents, repeat))
+            [engine_note, ""] + residents_table(residents, repeat, baseline))
     section("A single-turn vLLM workload", [f"Median of {repeat}.", ""] + requests_table(requests, repeat))
     section("Memory against the run's length (benchmarks/memory.py)", memory_table(mem_mm1, mem_vllm))
     section("Start-up", startup_table(max(repeat, 3)))
     print(f"\n({time.perf_counter() - t0:.0f} s)")
     if args.out != "-":
         text = ["# Benchmark results", "",
-                f"Written by `python3 benchmarks/run_all.py{' --quick' if args.quick else ''}` "
+                f"Written by `python3 benchmarks/run_all.py{' --quick' if args.quick else ''}"
+                f"{f' --baseline {args.baseline}' if args.baseline else ''}` "
                 "(see its docstring for what each figure is). Figures depend on the machine and on what else "
                 "ran on it.", ""]
         for title, lines in sections:
