@@ -94,11 +94,26 @@ the engines' residents. -/
 def Machine.placed (m : Machine) (g t : Nat) : Nat :=
   occ t m.ready + occTimers g t m.timers + occStages t m.stages + occPools t m.pools + occEngines t m.engines
 
-/-- The thread list's entry `j` is thread `j`, or a thread with nothing left to run. -/
-def SerialOk (ts : List Thread) : Prop := ∀ j, (getThread ts j).serial = j ∨ (getThread ts j).k = []
+/-- Every hold a release frame of the continuation carries is thread `j`'s: a preemption puts that hold
+back in a queue, where it places the thread it names. -/
+def OwnFrames (j : Nat) (k : List Frame) : Prop := ∀ held w, Frame.release held w ∈ k → w.thread = j
 
-/-- The invariant: the threads are in their places, and no thread is placed twice. -/
-def Placed (g : Nat) (m : Machine) : Prop := SerialOk m.threads ∧ ∀ t, m.placed g t ≤ 1
+/-- The thread list's entry `j` is thread `j`, whose frames carry its own holds, or a thread with nothing
+left to run. -/
+def SerialOk (ts : List Thread) : Prop :=
+  ∀ j, ((getThread ts j).serial = j ∧ OwnFrames j (getThread ts j).k) ∨ (getThread ts j).k = []
+
+/-- Every hold waiting in a pool's queue names a thread whose entry is its own (its admission puts the
+thread back at that entry, with a release frame carrying the hold). -/
+def QueuedOk (ts : List Thread) (ps : List PoolState) : Prop :=
+  ∀ q ∈ ps, ∀ w ∈ q.queue, (getThread ts w.thread).serial = w.thread
+
+/-- What a function of the machine keeps besides the places: the threads' entries and the waiting holds'. -/
+def Owned (m : Machine) : Prop := SerialOk m.threads ∧ QueuedOk m.threads m.pools
+
+/-- The invariant: the threads are in their places, their holds are their own, and no thread is placed
+twice. -/
+def Placed (g : Nat) (m : Machine) : Prop := Owned m ∧ ∀ t, m.placed g t ≤ 1
 
 variable {g : Nat}
 
@@ -206,26 +221,185 @@ theorem getThread_setThread : ∀ (ts : List Thread) (i j : Nat) (v : Thread),
     · exact Or.inl h
     · exact Or.inr ⟨by rw [h1], h2⟩
 
-theorem SerialOk.set' {ts : List Thread} (h : SerialOk ts) (i : Nat) (v : Thread) (hv : v.serial = i) :
-    SerialOk (setThread ts i v) := by
-  intro j
-  rcases getThread_setThread ts i j v with e | ⟨e1, e2⟩
-  · rw [e]; exact h j
-  · rw [e2]; exact Or.inl (hv.trans e1)
-
-theorem SerialOk.set {ts : List Thread} (h : SerialOk ts) (v : Thread) : SerialOk (setThread ts v.serial v) := by
+theorem SerialOk.set {ts : List Thread} (h : SerialOk ts) (v : Thread) (hv : OwnFrames v.serial v.k) :
+    SerialOk (setThread ts v.serial v) := by
   intro j
   rcases getThread_setThread ts v.serial j v with e | ⟨e1, e2⟩
   · rw [e]; exact h j
-  · rw [e2]; exact Or.inl e1
+  · rw [e2]; exact Or.inl ⟨e1, e1 ▸ hv⟩
+
+theorem OwnFrames.nil (j : Nat) : OwnFrames j [] := fun _ _ h => by simp at h
+
+/-- An entry's frames carry its own holds (a thread with nothing left to run carries none). -/
+theorem SerialOk.own {ts : List Thread} (h : SerialOk ts) (u : Nat) :
+    OwnFrames (getThread ts u).serial (getThread ts u).k := by
+  rcases h u with ⟨e, hk⟩ | e
+  · rw [e]; exact hk
+  · rw [e]; exact OwnFrames.nil _
+
+theorem QueuedOk.set {ts : List Thread} {ps : List PoolState} (h : QueuedOk ts ps) (v : Thread) :
+    QueuedOk (setThread ts v.serial v) ps := by
+  intro q hq w hw
+  rcases getThread_setThread ts v.serial w.thread v with e | ⟨e1, e2⟩
+  · rw [e]; exact h q hq w hw
+  · rw [e2]; exact e1
+
+theorem Owned.put {m : Machine} (h : Owned m) (th : Thread) (hk : OwnFrames th.serial th.k) : Owned (m.put th) :=
+  ⟨h.1.set th hk, h.2.set th⟩
+
+theorem QueuedOk.of_queues {ts : List Thread} {ps ps' : List PoolState}
+    (h : ps'.map PoolState.queue = ps.map PoolState.queue) (hq : QueuedOk ts ps) : QueuedOk ts ps' := by
+  intro q hq' w hw
+  have hm : q.queue ∈ ps.map PoolState.queue := h ▸ List.mem_map.2 ⟨q, hq', rfl⟩
+  obtain ⟨q', hq'', e⟩ := List.mem_map.1 hm
+  exact hq q' hq'' w (e ▸ hw)
+
+theorem QueuedOk.get {ts : List Thread} : ∀ {ps : List PoolState}, QueuedOk ts ps → ∀ (i : Nat) (w : Waiter),
+    w ∈ (getPool ps i).queue → (getThread ts w.thread).serial = w.thread
+  | [], _, _, w, hw => by simp [getPool] at hw
+  | q :: _, h, 0, w, hw => h q (by simp) w hw
+  | _ :: _, h, i + 1, w, hw => QueuedOk.get (fun q hq => h q (List.mem_cons_of_mem _ hq)) i w hw
+
+theorem QueuedOk.setPool {ts : List Thread} {ps : List PoolState} (h : QueuedOk ts ps) (i : Nat) (v : PoolState)
+    (hv : ∀ w ∈ v.queue, (getThread ts w.thread).serial = w.thread) : QueuedOk ts (setPool ps i v) := by
+  intro q hq w hw
+  rcases mem_setPool ps i v q hq with hq | hq
+  · exact h q hq w hw
+  · rw [hq] at hw; exact hv w hw
+
+/-! ### Frames and queues: whose holds they carry -/
+
+theorem OwnFrames.tail {j : Nat} {fr : Frame} {k : List Frame} (h : OwnFrames j (fr :: k)) : OwnFrames j k :=
+  fun held w hm => h held w (List.mem_cons_of_mem _ hm)
+
+theorem OwnFrames.stmts {j : Nat} {k : List Frame} (b : List Stmt) (h : OwnFrames j k) : OwnFrames j (.stmts b :: k) :=
+  fun held w hm => by
+    simp only [List.mem_cons, reduceCtorEq, false_or] at hm
+    exact h held w hm
+
+theorem OwnFrames.submit {j : Nat} {k : List Frame} (h : OwnFrames j k) : OwnFrames j (.submit :: k) :=
+  fun held w hm => by
+    simp only [List.mem_cons, reduceCtorEq, false_or] at hm
+    exact h held w hm
+
+theorem OwnFrames.answer {j : Nat} {k : List Frame} (h : OwnFrames j k) : OwnFrames j (.answer :: k) :=
+  fun held w hm => by
+    simp only [List.mem_cons, reduceCtorEq, false_or] at hm
+    exact h held w hm
+
+theorem OwnFrames.release {j : Nat} {k : List Frame} (held : List Held) {w : Waiter} (hw : w.thread = j)
+    (h : OwnFrames j k) : OwnFrames j (.release held w :: k) :=
+  fun held' w' hm => by
+    simp only [List.mem_cons, Frame.release.injEq] at hm
+    rcases hm with ⟨_, e⟩ | hm
+    · rw [e]; exact hw
+    · exact h _ _ hm
+
+theorem OwnFrames.head {j : Nat} {held : List Held} {w : Waiter} {k : List Frame}
+    (h : OwnFrames j (.release held w :: k)) : w.thread = j :=
+  h held w (by simp)
+
+theorem releaseIn_own (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now i j : Nat) :
+    ∀ (ps : List PoolState) (k : List Frame), OwnFrames j k → OwnFrames j (releaseIn blocks caps serial attrs now i ps k).2
+  | _, [], h => h
+  | _, .answer :: _, h => h
+  | ps, .release held w :: k, h => by
+    simp only [releaseIn]
+    split
+    · exact OwnFrames.release _ h.head h.tail
+    · exact OwnFrames.release _ h.head (releaseIn_own blocks caps serial attrs now i j ps k h.tail)
+  | ps, .stmts b :: k, h => OwnFrames.stmts b (releaseIn_own blocks caps serial attrs now i j ps k h.tail)
+  | ps, .submit :: k, h => OwnFrames.submit (releaseIn_own blocks caps serial attrs now i j ps k h.tail)
+
+theorem growPart_own (j : Nat) : ∀ (k : List Frame) (i u : Nat), OwnFrames j k → OwnFrames j (growPart k i u)
+  | [], _, _, h => h
+  | .answer :: _, _, _, h => h
+  | .release held w :: k, i, u, h => by
+    simp only [growPart]
+    split
+    · exact OwnFrames.release _ h.head h.tail
+    · exact OwnFrames.release _ h.head (growPart_own j k i u h.tail)
+  | .stmts b :: k, i, u, h => OwnFrames.stmts b (growPart_own j k i u h.tail)
+  | .submit :: k, i, u, h => OwnFrames.submit (growPart_own j k i u h.tail)
+
+theorem advancePart_own (j : Nat) : ∀ (k : List Frame) (i u : Nat), OwnFrames j k → OwnFrames j (advancePart k i u)
+  | [], _, _, h => h
+  | .answer :: _, _, _, h => h
+  | .release held w :: k, i, u, h => by
+    simp only [advancePart]
+    split
+    · exact OwnFrames.release _ h.head h.tail
+    · exact OwnFrames.release _ h.head (advancePart_own j k i u h.tail)
+  | .stmts b :: k, i, u, h => OwnFrames.stmts b (advancePart_own j k i u h.tail)
+  | .submit :: k, i, u, h => OwnFrames.submit (advancePart_own j k i u h.tail)
+
+/-- A preemption gives back a suffix of the victim's continuation and requeues a hold one of its frames
+carried: thread `j`'s own. -/
+theorem abandonTo_own (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now i j : Nat) :
+    ∀ (ps : List PoolState) (k : List Frame), OwnFrames j k →
+    OwnFrames j (abandonTo blocks caps serial attrs now i ps k).2.2 ∧
+      ∀ w, (abandonTo blocks caps serial attrs now i ps k).2.1 = some w → w.thread = j
+  | _, [], _ => ⟨OwnFrames.nil j, fun w h => by simp [abandonTo] at h⟩
+  | ps, .release held w :: k, h => by
+    simp only [abandonTo]
+    split
+    · refine ⟨h.tail, fun w' hw' => ?_⟩
+      simp only [Option.some.injEq] at hw'
+      rw [← hw']
+      exact h.head
+    · exact abandonTo_own blocks caps serial attrs now i j _ k h.tail
+  | ps, .stmts _ :: k, h => abandonTo_own blocks caps serial attrs now i j ps k h.tail
+  | ps, .submit :: k, h => abandonTo_own blocks caps serial attrs now i j ps k h.tail
+  | ps, .answer :: k, h => abandonTo_own blocks caps serial attrs now i j ps k h.tail
+
+theorem mem_appendWaiter (w : Waiter) : ∀ (ws : List Waiter) (x : Waiter), x ∈ appendWaiter ws w → x ∈ ws ∨ x = w
+  | [], x, h => by simp [appendWaiter] at h; exact Or.inr h
+  | y :: ws, x, h => by
+    simp only [appendWaiter, List.mem_cons] at h
+    rcases h with h | h
+    · exact Or.inl (h ▸ List.mem_cons_self)
+    · rcases mem_appendWaiter w ws x h with h | h
+      · exact Or.inl (List.mem_cons_of_mem _ h)
+      · exact Or.inr h
+
+theorem mem_insertByCreation (tn : List Nat) (ths : List Thread) (now created serial : Nat) (w : Waiter) :
+    ∀ (ws : List Waiter) (x : Waiter), x ∈ insertByCreation tn ths now created serial w ws → x ∈ ws ∨ x = w
+  | [], x, h => by simp [insertByCreation] at h; exact Or.inr h
+  | y :: ws, x, h => by
+    simp only [insertByCreation] at h
+    split at h
+    · simp only [List.mem_cons] at h
+      rcases h with h | h
+      · exact Or.inr h
+      · exact Or.inl (List.mem_cons.2 h)
+    · simp only [List.mem_cons] at h
+      rcases h with h | h
+      · exact Or.inl (h ▸ List.mem_cons_self)
+      · rcases mem_insertByCreation tn ths now created serial w ws x h with h | h
+        · exact Or.inl (List.mem_cons_of_mem _ h)
+        · exact Or.inr h
+
+theorem mem_removeWaiter : ∀ (ws : List Waiter) (j : Nat) (x : Waiter), x ∈ removeWaiter ws j → x ∈ ws
+  | [], _, _, h => by simp [removeWaiter] at h
+  | _ :: _, 0, _, h => List.mem_cons_of_mem _ h
+  | y :: ws, j + 1, x, h => by
+    simp only [removeWaiter, List.mem_cons] at h
+    rcases h with h | h
+    · exact h ▸ List.mem_cons_self
+    · exact List.mem_cons_of_mem _ (mem_removeWaiter ws j x h)
+
+theorem getWaiter_mem : ∀ (ws : List Waiter) (j : Nat), j < countWaiters ws → getWaiter ws j ∈ ws
+  | [], _, h => by simp [countWaiters] at h
+  | _ :: _, 0, _ => List.mem_cons_self
+  | _ :: ws, j + 1, h => List.mem_cons_of_mem _ (getWaiter_mem ws j (by simp only [countWaiters] at h; omega))
 
 /-! ### What a function of the machine does to the places -/
 
 /-- `m'` places every thread `t` no more often than `m` does, plus `x t`, and keeps the threads in their
-entries (given that `m` does). -/
+entries and their holds their own (given that `m` does: `Owned`). -/
 structure Moved (g : Nat) (m m' : Machine) (x : Nat → Nat) : Prop where
-  serial : SerialOk m.threads → SerialOk m'.threads
-  le : SerialOk m.threads → ∀ t, m'.placed g t ≤ m.placed g t + x t
+  serial : Owned m → Owned m'
+  le : Owned m → ∀ t, m'.placed g t ≤ m.placed g t + x t
 
 /-- No thread more often placed. -/
 abbrev Keeps (g : Nat) (m m' : Machine) : Prop := Moved g m m' (fun _ => 0)
@@ -262,16 +436,17 @@ theorem Placed.keep {m m' : Machine} (h : Placed g m) (k : Keeps g m m') : Place
     have e2 := h.2 t
     omega⟩
 
-theorem Keeps.frame {m m' : Machine} (hth : m'.threads = m.threads) (hp : ∀ t, m'.placed g t = m.placed g t) :
+theorem Keeps.frame {m m' : Machine} (hth : Owned m → Owned m') (hp : ∀ t, m'.placed g t = m.placed g t) :
     Keeps g m m' :=
-  ⟨fun h => hth ▸ h, fun _ t => by rw [hp t]; exact Nat.le_add_right _ _⟩
+  ⟨hth, fun _ t => by rw [hp t]; exact Nat.le_add_right _ _⟩
 
-theorem Keeps.put (m : Machine) (th : Thread) : Keeps g m (m.put th) :=
-  ⟨fun h => h.set th, fun _ t => by simp only [Machine.placed, Machine.put]; omega⟩
+/-- A thread put back in its entry, its frames carrying its own holds. -/
+theorem Keeps.put (m : Machine) (th : Thread) (hk : Owned m → OwnFrames th.serial th.k) : Keeps g m (m.put th) :=
+  ⟨fun h => h.put th (hk h), fun _ t => by simp only [Machine.placed, Machine.put]; omega⟩
 
 theorem Keeps.pools (m : Machine) (ps : List PoolState) (h : ps.map PoolState.queue = m.pools.map PoolState.queue) :
     Keeps g m { m with pools := ps } :=
-  ⟨id, fun _ t => by simp only [Machine.placed, occPools_of_queues t _ _ h]; omega⟩
+  ⟨fun ho => ⟨ho.1, QueuedOk.of_queues h ho.2⟩, fun _ t => by simp only [Machine.placed, occPools_of_queues t _ _ h]; omega⟩
 
 theorem Keeps.setPool (m : Machine) (i : Nat) (v : PoolState) (hv : v.queue = (getPool m.pools i).queue) :
     Keeps g m { m with pools := setPool m.pools i v } :=
@@ -295,7 +470,7 @@ theorem Moved.setTimer (m : Machine) (time : Nat) (w : Wake) : Moved g m (m.setT
 
 theorem Keeps.leaseTimer (m : Machine) (u : Nat) (d : Option Nat) : Keeps g m (m.leaseTimer u d) := by
   cases d with
-  | none => exact Keeps.frame (by rfl) (fun _ => by rfl)
+  | none => exact Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | some t => exact Keeps.setTimer m _ _ (fun _ => by rfl)
 
 theorem Moved.addJob (p : Program) (m : Machine) (s u w : Nat) : Moved g m (m.addJob p s u w) (fun t => bump t u) := by
@@ -330,9 +505,13 @@ theorem Moved.step (m : Machine) (s : Nat) (r : Resident) (a : Nat) :
     omega⟩
 
 theorem Moved.join (m : Machine) (i : Nat) (ws : List Waiter) (u : Nat)
-    (h : ∀ t, occWaiters t ws ≤ occWaiters t (getPool m.pools i).queue + bump t u) :
+    (h : ∀ t, occWaiters t ws ≤ occWaiters t (getPool m.pools i).queue + bump t u)
+    (hws : ∀ w ∈ ws, w ∈ (getPool m.pools i).queue ∨ (getThread m.threads w.thread).serial = w.thread) :
     Moved g m { m with pools := setPool m.pools i { getPool m.pools i with queue := ws } } (fun t => bump t u) :=
-  ⟨id, fun _ t => by
+  ⟨fun ho => ⟨ho.1, ho.2.setPool i _ (fun w hw => by
+    rcases hws w hw with e | e
+    · exact ho.2.get i w e
+    · exact e)⟩, fun _ t => by
     have h1 := occPools_set t m.pools i { getPool m.pools i with queue := ws }
     have h2 := h t
     try simp only at h1
@@ -341,89 +520,162 @@ theorem Moved.join (m : Machine) (i : Nat) (ws : List Waiter) (u : Nat)
 
 /-! ### A thread's run places it at most once -/
 
-theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread),
-    Moved g m (exec p f m th) (fun t => bump t th.serial)
-  | 0, m, th => by
+/-- A thread whose frames carry its own holds, and whose entry is its own, runs: it places itself at most
+once (a hold it joins a queue with names it, whose entry is its own). -/
+theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), OwnFrames th.serial th.k →
+    (getThread m.threads th.serial).serial = th.serial → Moved g m (exec p f m th) (fun t => bump t th.serial)
+  | 0, m, th, hk, _ => by
     simp only [exec]
-    exact Keeps.moved (Keeps.trans (Keeps.put m th) (Keeps.frame (by rfl) (fun _ => by rfl)))
-  | f + 1, m, th => by
+    exact Keeps.moved (Keeps.trans (Keeps.put m th (fun _ => by exact hk)) (Keeps.frame (fun h => by exact h) (fun _ => by rfl)))
+  | f + 1, m, th, hk, he => by
+    have hk0 := hk
     simp only [exec]
     split
-    · exact ((Keeps.pools m _ (endLeases_queues ..)).trans (Keeps.put _ _)).moved
-    · exact Keeps.then (Keeps.frame (by rfl) (fun _ => by rfl)) (exec_moved p f _ _)
-    · split
-      · exact exec_moved p f _ _
-      · exact exec_moved p f _ _
-    · split
-      · exact (Keeps.pools m _ (giveBack_queues ..)).then (exec_moved p f _ _)
-      · exact ((Keeps.pools m _ (giveBack_queues ..)).trans (Keeps.leaseTimer _ _ _)).then (exec_moved p f _ _)
-    · exact exec_moved p f _ _
+    · refine ((Keeps.pools m _ (endLeases_queues ..)).trans (Keeps.put _ _ ?_)).moved
+      exact fun _ => hk
+    · next k heq =>
+      rw [heq] at hk
+      refine Keeps.then (Keeps.frame (fun h => by exact h) (fun _ => by rfl)) (exec_moved p f _ _ ?_ ?_)
+      · exact hk.tail
+      · exact he
+    · next k heq =>
+      rw [heq] at hk
+      split
+      · refine exec_moved p f _ _ ?_ ?_
+        · exact hk.tail
+        · exact he
+      · refine exec_moved p f _ _ ?_ ?_
+        · exact hk.tail
+        · exact he
+    · next held w k heq =>
+      rw [heq] at hk
+      split
+      · refine (Keeps.pools m _ (giveBack_queues ..)).then (exec_moved p f _ _ ?_ ?_)
+        · exact hk.tail
+        · exact he
+      · refine ((Keeps.pools m _ (giveBack_queues ..)).trans (Keeps.leaseTimer _ _ _)).then
+          (exec_moved p f _ _ ?_ ?_)
+        · exact hk.tail
+        · rw [Machine.leaseTimer_threads]; exact he
+    · next k heq =>
+      rw [heq] at hk
+      refine exec_moved p f _ _ ?_ ?_
+      · exact hk.tail
+      · exact he
     · next st rest k heq =>
+      rw [heq] at hk
+      have hnext : OwnFrames th.serial (.stmts rest :: k) := OwnFrames.stmts rest hk.tail
       cases st with
-      | set i e => exact exec_moved p f _ _
-      | observe j e => exact exec_moved p f _ _
+      | set i e => refine exec_moved p f _ _ ?_ ?_
+                   · exact hnext
+                   · exact he
+      | observe j e => refine exec_moved p f _ _ ?_ ?_
+                       · exact hnext
+                       · exact he
       | stop =>
-        exact ((Keeps.pools m _ ((endLeases_queues ..).trans (releaseAll_queues ..))).trans (Keeps.put _ _)).moved
+        refine ((Keeps.pools m _ ((endLeases_queues ..).trans (releaseAll_queues ..))).trans
+          (Keeps.put _ _ ?_)).moved
+        exact fun _ => OwnFrames.nil _
       | release i =>
         dsimp only
         split
-        · exact (Keeps.pools m _ (releaseIn_queues ..)).then (exec_moved p f _ _)
-        · exact (Keeps.pools m _ (endLeasesOn_queues ..)).then (exec_moved p f _ _)
-      | branch t yes no => exact exec_moved p f _ _
+        · refine (Keeps.pools m _ (releaseIn_queues ..)).then (exec_moved p f _ _ ?_ ?_)
+          · exact OwnFrames.stmts rest (releaseIn_own _ _ _ _ _ _ _ _ k hk.tail)
+          · exact he
+        · refine (Keeps.pools m _ (endLeasesOn_queues ..)).then (exec_moved p f _ _ ?_ ?_)
+          · exact hnext
+          · exact he
+      | branch t yes no => refine exec_moved p f _ _ ?_ ?_
+                           · exact OwnFrames.stmts _ hnext
+                           · exact he
       | «while» t body =>
         dsimp only
         split
-        · exact exec_moved p f _ _
-        · exact exec_moved p f _ _
-      | loop body => exact exec_moved p f _ _
+        · refine exec_moved p f _ _ ?_ ?_
+          · exact OwnFrames.stmts _ hk
+          · exact he
+        · refine exec_moved p f _ _ ?_ ?_
+          · exact hnext
+          · exact he
+      | loop body => refine exec_moved p f _ _ ?_ ?_
+                     · exact OwnFrames.stmts _ hk
+                     · exact he
       | turn =>
         dsimp only
         split
-        · exact Keeps.moved (Keeps.trans (Keeps.put m th) (Keeps.frame (by rfl) (fun _ => by rfl)))
-        · exact exec_moved p f _ _
+        · exact Keeps.moved (Keeps.trans (Keeps.put m th (fun _ => by exact hk0)) (Keeps.frame (fun h => by exact h) (fun _ => by rfl)))
+        · refine exec_moved p f _ _ ?_ ?_
+          · exact OwnFrames.stmts _ (OwnFrames.submit (OwnFrames.stmts _ (OwnFrames.answer hnext)))
+          · exact he
       | run s w =>
         dsimp only
         split
-        · exact exec_moved p f _ _
-        · exact (Moved.addJob p m s th.serial _).keep (Keeps.put _ _)
+        · refine exec_moved p f _ _ ?_ ?_
+          · exact hnext
+          · exact he
+        · refine (Moved.addJob p m s th.serial _).keep (Keeps.put _ _ ?_)
+          exact fun _ => hnext
       | step s dec g w =>
         dsimp only
         split
-        · exact exec_moved p f _ _
-        · exact (Moved.step m s _ _).keep (Keeps.put _ _)
+        · refine exec_moved p f _ _ ?_ ?_
+          · exact hnext
+          · exact he
+        · refine (Moved.step m s _ _).keep (Keeps.put _ _ ?_)
+          exact fun _ => hnext
       | hold on reuse cache body =>
         dsimp only
         split
-        · exact ((Keeps.pools m _ ((endLeases_queues ..).trans (releaseAll_queues ..))).trans (Keeps.put _ _)).moved
+        · refine ((Keeps.pools m _ ((endLeases_queues ..).trans (releaseAll_queues ..))).trans
+            (Keeps.put _ _ ?_)).moved
+          exact fun _ => OwnFrames.nil _
         · split
-          · exact (Keeps.put _ _).moved
-          · refine (Moved.join m _ _ th.serial ?_).keep (Keeps.put _ _)
-            intro t
-            split
-            · rw [occWaiters_append]; try exact Nat.le_refl _
-            · rw [occWaiters_insert]; try exact Nat.le_refl _
+          · refine (Keeps.put _ _ ?_).moved
+            exact fun _ => hnext
+          · refine (Moved.join m _ _ th.serial ?_ ?_).keep (Keeps.put _ _ ?_)
+            · intro t
+              split
+              · rw [occWaiters_append]; try exact Nat.le_refl _
+              · rw [occWaiters_insert]; try exact Nat.le_refl _
+            · intro x hx
+              split at hx
+              · rcases mem_appendWaiter _ _ x hx with e | e
+                · exact Or.inl e
+                · exact Or.inr (by subst e; exact he)
+              · rcases mem_insertByCreation _ _ _ _ _ _ _ x hx with e | e
+                · exact Or.inl e
+                · exact Or.inr (by subst e; exact he)
+            · exact fun _ => hnext
 
 /-- A thread with nothing left to run places nothing. -/
 theorem exec_nil (p : Program) (f : Nat) (m : Machine) (th : Thread) (hk : th.k = []) : Keeps g m (exec p f m th) := by
+  have hk' : OwnFrames th.serial th.k := by rw [hk]; exact OwnFrames.nil _
   cases f with
-  | zero => simp only [exec]; exact Keeps.trans (Keeps.put m th) (Keeps.frame (by rfl) (fun _ => by rfl))
-  | succ f => simp only [exec, hk]; exact (Keeps.pools m _ (endLeases_queues ..)).trans (Keeps.put _ _)
+  | zero => simp only [exec]; exact Keeps.trans (Keeps.put m th (fun _ => hk')) (Keeps.frame (fun h => by exact h) (fun _ => by rfl))
+  | succ f =>
+    simp only [exec, hk]
+    refine (Keeps.pools m _ (endLeases_queues ..)).trans (Keeps.put _ _ ?_)
+    exact fun _ => by first | exact OwnFrames.nil _ | exact hk'
 
 /-- The thread of entry `u` runs: it places at most `u` once. -/
 theorem exec_moved_at (p : Program) (f u : Nat) (m : Machine) :
     Moved g m (exec p f m (getThread m.threads u)) (fun t => bump t u) :=
-  ⟨(exec_moved (g := g) p f m _).serial, fun hs t => by
-    rcases hs u with e | e
-    · have h := (exec_moved (g := g) p f m (getThread m.threads u)).le hs t
+  ⟨fun ho => by
+    rcases ho.1 u with ⟨e, hk⟩ | e
+    · exact (exec_moved (g := g) p f m _ (by rw [e]; exact hk) (by rw [e]; exact e)).serial ho
+    · exact (exec_nil (g := g) p f m _ e).serial ho,
+   fun ho t => by
+    rcases ho.1 u with ⟨e, hk⟩ | e
+    · have h := (exec_moved (g := g) p f m (getThread m.threads u) (by rw [e]; exact hk) (by rw [e]; exact e)).le ho t
       simp only [e] at h
       exact h
-    · have h : (exec p f m (getThread m.threads u)).placed g t ≤ m.placed g t + 0 := (exec_nil p f m _ e).le hs t
+    · have h : (exec p f m (getThread m.threads u)).placed g t ≤ m.placed g t + 0 := (exec_nil p f m _ e).le ho t
       show _ ≤ _ + bump t u
       omega⟩
 
 /-- A thread taken out of its place (`m1` is `m0` without it) runs. -/
-theorem Keeps.take (p : Program) (f u : Nat) {m0 m1 : Machine} (hth : SerialOk m0.threads → SerialOk m1.threads)
-    (h : SerialOk m0.threads → ∀ t, m1.placed g t + bump t u ≤ m0.placed g t) :
+theorem Keeps.take (p : Program) (f u : Nat) {m0 m1 : Machine} (hth : Owned m0 → Owned m1)
+    (h : Owned m0 → ∀ t, m1.placed g t + bump t u ≤ m0.placed g t) :
     Keeps g m0 (exec p f m1 (getThread m1.threads u)) :=
   ⟨fun hs => (exec_moved_at (g := g) p f u m1).serial (hth hs), fun hs t => by
     have h1 := (exec_moved_at (g := g) p f u m1).le (hth hs) t
@@ -435,7 +687,7 @@ theorem Keeps.take (p : Program) (f u : Nat) {m0 m1 : Machine} (hth : SerialOk m
 /-! ### Settling an instant -/
 
 theorem runReady_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps g m (runReady p f m)
-  | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
+  | 0, m => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | f + 1, m => by
     simp only [runReady]
     split
@@ -447,10 +699,18 @@ theorem runReady_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps g m (r
 @[simp] theorem Machine.admitWaiter_ready (p : Program) (m : Machine) (st : List Nat) (i j : Nat) :
     (m.admitWaiter p st i j).ready = m.ready := rfl
 
-theorem Machine.admitWaiter_serial (p : Program) (m : Machine) (st : List Nat) (i j : Nat) (h : SerialOk m.threads) :
-    SerialOk (m.admitWaiter p st i j).threads := by
-  simp only [Machine.admitWaiter, Machine.put]
-  exact SerialOk.set' h _ _ (by rfl)
+/-- An admission puts the waiting hold's thread back in its entry (its own: `QueuedOk`), with a release
+frame carrying the hold. -/
+theorem Machine.admitWaiter_serial (p : Program) (m : Machine) (st : List Nat) (i j : Nat)
+    (hj : j < countWaiters (getPool m.pools i).queue) (h : Owned m) : Owned (m.admitWaiter p st i j) := by
+  have hw := h.2.get i _ (getWaiter_mem _ j hj)
+  have hk := h.1.own (getWaiter (getPool m.pools i).queue j).thread
+  simp only [Machine.admitWaiter]
+  refine Owned.put ?_ _ ?_
+  · refine ⟨h.1, ?_⟩
+    exact QueuedOk.of_queues (admitOn_queues ..)
+        (h.2.setPool i _ (fun x hx => h.2.get i x (mem_removeWaiter _ _ _ hx)))
+  · exact OwnFrames.stmts _ (OwnFrames.release _ hw.symm hk)
 
 theorem Machine.admitWaiter_placed (p : Program) (m : Machine) (st : List Nat) (i j : Nat)
     (hj : j < countWaiters (getPool m.pools i).queue) (t : Nat) :
@@ -482,7 +742,7 @@ theorem select_lt (p : Program) (m : Machine) (i : Nat) (w : Waiter) (ws : List 
     · exact Nat.lt_of_lt_of_le (selectIn_lt p m _ ws 1 0 _ Nat.zero_lt_one) (by omega)
 
 theorem retryQueue_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool), Keeps g m (retryQueue p f m i b).1
-  | 0, m, i, b => Keeps.frame (by rfl) (fun _ => by rfl)
+  | 0, m, i, b => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | f + 1, m, i, b => by
     simp only [retryQueue]
     split
@@ -492,7 +752,7 @@ theorem retryQueue_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
       · refine Keeps.trans ?_ (retryQueue_keeps p f _ i true)
         have hj : select p m i (hd :: tl) < countWaiters (getPool m.pools i).queue := by
           rw [heq]; exact select_lt p m i hd tl
-        refine ⟨fun hs => Machine.admitWaiter_serial p m [] i _ hs, fun hs t => ?_⟩
+        refine ⟨fun hs => Machine.admitWaiter_serial p m [] i _ hj hs, fun hs t => ?_⟩
         have h := Machine.admitWaiter_placed (g := g) p m [] i _ hj t
         rw [heq] at h
         simp only [Machine.placed, occ_appendNat, Machine.admitWaiter_ready] at h ⊢
@@ -512,14 +772,14 @@ theorem retryPools_keeps (p : Program) (f : Nat) : ∀ (n i : Nat) (m : Machine)
     exact (retryPool_keeps p f m i b).trans (retryPools_keeps p f n (i + 1) _ _)
 
 theorem settle_keeps (p : Program) : ∀ (f : Nat) (m : Machine), Keeps g m (settle p f m)
-  | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
+  | 0, m => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | f + 1, m => by
     simp only [settle]
     split
     · exact ((runReady_keeps p f m).trans (retryPools_keeps p f _ _ _ _)).trans (settle_keeps p f _)
     · exact (runReady_keeps p f m).trans (retryPools_keeps p f _ _ _ _)
 
-/-! ### An iteration's start (no preemption) -/
+/-! ### An iteration's start: serving, growing, preempting -/
 
 theorem Keeps.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) : Keeps g m (m.served s b r n).1 := by
   simp only [Machine.served]
@@ -527,20 +787,194 @@ theorem Keeps.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat
 
 theorem Machine.grown_keeps (p : Program) (m : Machine) (t i want : Nat) (h : Held) : Keeps g m (m.grown p t i want h) := by
   simp only [Machine.grown]
-  refine (Keeps.setPool m _ _ ?_).trans (Keeps.put _ _)
-  rfl
+  refine (Keeps.setPool m _ _ ?_).trans (Keeps.put _ _ ?_)
+  · rfl
+  · exact fun ho => growPart_own _ _ _ _ (ho.1.own t)
 
-theorem Machine.serveOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat) (m : Machine) (b : Batch)
+theorem occ_removeResident_le (t v : Nat) : ∀ rs : List Resident,
+    occ t (threadsOf (removeResident v rs)) ≤ occ t (threadsOf rs)
+  | [] => Nat.le_refl _
+  | r :: rs => by
+    have := occ_removeResident_le t v rs
+    simp only [removeResident]
+    split
+    · simp only [threadsOf, occ]; omega
+    · simp only [threadsOf, occ]; omega
+
+/-- A resident taken out of the running list: its thread is placed once less. -/
+theorem occ_removeResident (t v : Nat) : ∀ rs : List Resident, v ∈ threadsOf rs →
+    occ t (threadsOf (removeResident v rs)) + bump t v = occ t (threadsOf rs)
+  | [], h => by simp [threadsOf] at h
+  | r :: rs, h => by
+    simp only [removeResident]
+    split
+    · next he =>
+      have e : r.thread = v := by simpa using he
+      simp only [threadsOf, occ, e]; omega
+    · next he =>
+      have ne : r.thread ≠ v := by simpa using he
+      have h' : v ∈ threadsOf rs := by
+        simp only [threadsOf, List.mem_cons] at h
+        rcases h with h | h
+        · exact absurd h.symm ne
+        · exact h
+      have := occ_removeResident t v rs h'
+      simp only [threadsOf, occ]; omega
+
+theorem ite_some_eq {c : Bool} {a : Nat × List Nat} {best : Option (Nat × List Nat)} {v : Nat} {k : List Nat}
+    (h : (if c = true then some a else best) = some (v, k)) : a.1 = v ∨ best = some (v, k) := by
+  split at h
+  · left; cases h; rfl
+  · right; exact h
+
+/-- The victim `victimIn` finds is one of the residents (or the best before them). -/
+theorem victimIn_mem (p : Program) (m : Machine) (keys : List Expr) (i : Nat) :
+    ∀ (rank : Nat) (best : Option (Nat × List Nat)) (rs : List Resident) (v : Nat),
+      victimIn p m keys i rank best rs = some v → (∃ k, best = some (v, k)) ∨ v ∈ threadsOf rs
+  | _, none, [], v, h => by simp [victimIn] at h
+  | _, some (t, k), [], v, h => by
+    simp only [victimIn, Option.some.injEq] at h
+    subst h
+    exact Or.inl ⟨k, rfl⟩
+  | rank, best, r :: rs, v, h => by
+    simp only [victimIn] at h
+    split at h
+    · rcases victimIn_mem p m keys i rank best rs v h with e | e
+      · exact Or.inl e
+      · exact Or.inr (List.mem_cons_of_mem _ e)
+    · rcases victimIn_mem p m keys i _ _ rs v h with ⟨k, e⟩ | e
+      · rcases ite_some_eq e with e | e
+        · subst e; simp [threadsOf]
+        · exact Or.inl ⟨k, e⟩
+      · exact Or.inr (List.mem_cons_of_mem _ e)
+
+theorem victimIn_resident {p : Program} {m : Machine} {keys : List Expr} {i v : Nat} {rs : List Resident}
+    (h : victimIn p m keys i 0 none rs = some v) : v ∈ threadsOf rs := by
+  rcases victimIn_mem p m keys i 0 none rs v h with ⟨_, e⟩ | e
+  · cases e
+  · exact e
+
+/-- Resident `v` out of engine `s`'s running list. -/
+theorem Keeps.unseat (m : Machine) (s v : Nat) :
+    Keeps g m { m with engines := setEngineState m.engines s { getEngineState m.engines s with
+      residents := removeResident v (getEngineState m.engines s).residents } } :=
+  ⟨id, fun _ t => by
+    have h1 := occEngines_set t m.engines s { getEngineState m.engines s with
+      residents := removeResident v (getEngineState m.engines s).residents }
+    have h2 := occ_removeResident_le t v (getEngineState m.engines s).residents
+    try simp only at h1
+    simp only [Machine.placed]
+    omega⟩
+
+/-- `ws'` is the queue `ws` with the hold `w` put back in it (at the head, the back, or in creation order). -/
+def Requeued (ws ws' : List Waiter) (w : Waiter) : Prop :=
+  (∀ x ∈ ws', x ∈ ws ∨ x = w) ∧ ∀ t, occWaiters t ws' ≤ occWaiters t ws + bump t w.thread
+
+theorem Requeued.cons (ws : List Waiter) (w : Waiter) : Requeued ws (w :: ws) w :=
+  ⟨fun x hx => by
+    simp only [List.mem_cons] at hx
+    rcases hx with e | e
+    · exact Or.inr e
+    · exact Or.inl e,
+   fun t => by simp only [occWaiters]; omega⟩
+
+theorem Requeued.append (ws : List Waiter) (w : Waiter) : Requeued ws (appendWaiter ws w) w :=
+  ⟨mem_appendWaiter w ws, fun t => by rw [occWaiters_append]; exact Nat.le_refl _⟩
+
+theorem Requeued.insert (tn : List Nat) (ths : List Thread) (now created serial : Nat) (ws : List Waiter) (w : Waiter) :
+    Requeued ws (insertByCreation tn ths now created serial w ws) w :=
+  ⟨mem_insertByCreation tn ths now created serial w ws, fun t => by rw [occWaiters_insert]; exact Nat.le_refl _⟩
+
+/-- A preemption's machine: resident `v` out of engine `s`, the pools' units as `ps` (their queues `m`'s),
+the hold `w` of thread `v` back in pool `first`'s queue, and thread `v` back in its entry with what is left
+of its continuation. Thread `v` leaves the residents and is placed once in the queue. -/
+theorem Keeps.requeue (m : Machine) (s v first : Nat) (ps : List PoolState) (ws : List Waiter) (w : Waiter)
+    (gp : List Progress) (th : Thread) (hv : v ∈ threadsOf (getEngineState m.engines s).residents)
+    (hps : ps.map PoolState.queue = m.pools.map PoolState.queue) (hq : Requeued (getPool ps first).queue ws w)
+    (hown : Owned m → w.thread = v ∧ (getThread m.threads v).serial = v ∧ th.serial = v ∧ OwnFrames v th.k) :
+    Keeps g m ({ m with
+      engines := setEngineState m.engines s { getEngineState m.engines s with
+        residents := removeResident v (getEngineState m.engines s).residents }
+      pools := Serq.Kernel.setPool ps first { getPool ps first with queue := ws }
+      progress := gp }.put th) :=
+  ⟨fun ho => by
+    obtain ⟨hw, he, hs, hk⟩ := hown ho
+    have hq0 := QueuedOk.of_queues hps ho.2
+    refine Owned.put ?_ th (hs ▸ hk)
+    refine ⟨ho.1, hq0.setPool first _ (fun x hx => ?_)⟩
+    rcases hq.1 x hx with e | e
+    · exact hq0.get first x e
+    · rw [e, hw]; exact he,
+   fun ho t => by
+    obtain ⟨hw, _, _, _⟩ := hown ho
+    have h1 := occEngines_set t m.engines s { getEngineState m.engines s with
+      residents := removeResident v (getEngineState m.engines s).residents }
+    have h2 := occ_removeResident t v _ hv
+    have h3 := occPools_set t ps first { getPool ps first with queue := ws }
+    have h4 := hq.2 t
+    have h5 := occPools_of_queues t _ _ hps
+    rw [hw] at h4
+    try simp only at h1 h3
+    simp only [Machine.placed, Machine.put]
+    omega⟩
+
+/-- The hold a preemption requeues is the victim's own, and the victim's entry is its own. -/
+theorem preempt_own (p : Program) (m : Machine) (i v : Nat) (ps : List PoolState) (w : Waiter) (ho : Owned m)
+    (hw : (abandonTo p.blocks p.caps (getThread m.threads v).serial (getThread m.threads v).attrs m.now i ps
+      (getThread m.threads v).k).2.1 = some w) :
+    w.thread = v ∧ (getThread m.threads v).serial = v ∧
+      OwnFrames v (abandonTo p.blocks p.caps (getThread m.threads v).serial (getThread m.threads v).attrs m.now i ps
+        (getThread m.threads v).k).2.2 := by
+  rcases ho.1 v with ⟨e, hk⟩ | e
+  · exact ⟨(abandonTo_own _ _ _ _ _ _ v _ _ hk).2 w hw, e, (abandonTo_own _ _ _ _ _ _ v _ _ hk).1⟩
+  · rw [e] at hw
+    simp [abandonTo] at hw
+
+/-- A resident of engine `s` preempted: it leaves the running list, and its hold, if one is given back,
+goes to a queue naming it. -/
+theorem Machine.preempt_keeps (p : Program) (s i v : Nat) (m : Machine) (b : Batch)
+    (hv : v ∈ threadsOf (getEngineState m.engines s).residents) : Keeps g m (m.preempt p s i v b).1 := by
+  simp only [Machine.preempt]
+  cases hA : (abandonTo p.blocks p.caps (getThread m.threads v).serial (getThread m.threads v).attrs m.now i m.pools
+      (getThread m.threads v).k).2.1 with
+  | none =>
+    try dsimp only
+    exact Keeps.unseat m s v
+  | some w =>
+    try dsimp only
+    repeat' split
+    all_goals
+      first
+        | refine Keeps.requeue m s v _ _ _ _ _ _ hv (abandonTo_queues ..) (Requeued.cons _ _) ?_
+        | refine Keeps.requeue m s v _ _ _ _ _ _ hv (abandonTo_queues ..) (Requeued.append _ _) ?_
+        | refine Keeps.requeue m s v _ _ _ _ _ _ hv (abandonTo_queues ..) (Requeued.insert _ _ _ _ _ _ _) ?_
+      intro ho
+      have h := preempt_own p m i v m.pools w ho hA
+      exact ⟨h.1, h.2.1, h.2.1, h.2.2⟩
+
+theorem growPreempting_keeps (p : Program) (s i want t f : Nat) (m : Machine) (b : Batch) :
+    Keeps g m (growPreempting p s i want t f m b).1 := by
+  fun_induction growPreempting p s i want t f m b
+  all_goals first
+    | exact Keeps.frame (fun h => by exact h) (fun _ => by rfl)
+    | exact Keeps.refl _
+    | exact Machine.grown_keeps p _ _ _ _ _
+    | exact Machine.preempt_keeps p _ _ _ _ _ (victimIn_resident ‹_›)
+    | (rename_i ih; exact (Machine.preempt_keeps p _ _ _ _ _ (victimIn_resident ‹_›)).trans ih)
+
+theorem Machine.serveOne_keeps (p : Program) (s : Nat) (m : Machine) (b : Batch)
     (r : Resident) (n : Nat) : Keeps g m (m.serveOne p s b r n).1 := by
   simp only [Machine.serveOne]
   repeat' split
+  all_goals try dsimp only
   all_goals first
     | exact Keeps.served m s b r n
     | exact (Machine.grown_keeps p m _ _ _ _).trans (Keeps.served _ s b r n)
     | exact Keeps.refl m
-    | exact absurd (hpre _) (by assumption)
+    | exact Keeps.trans (growPreempting_keeps p s _ _ _ _ m b) (Keeps.served _ s _ r n)
+    | exact growPreempting_keeps p s _ _ _ _ m b
 
-theorem serveIn_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s chunk : Nat) (q : Option Expr) :
+theorem serveIn_keeps (p : Program) (s chunk : Nat) (q : Option Expr) :
     ∀ (ts : List Nat) (m : Machine) (b : Batch), Keeps g m (serveIn p s chunk q ts m b).1 := by
   intro ts
   induction ts with
@@ -552,13 +986,13 @@ theorem serveIn_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (
     all_goals first
       | exact Keeps.refl _
       | exact ih _ _
-      | exact Machine.serveOne_keeps p hpre _ _ _ _ _
-      | exact (Machine.serveOne_keeps p hpre _ _ _ _ _).trans (ih _ _)
+      | exact Machine.serveOne_keeps p _ _ _ _ _
+      | exact (Machine.serveOne_keeps p _ _ _ _ _).trans (ih _ _)
 
-theorem serveOrdered_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat) (m : Machine)
+theorem serveOrdered_keeps (p : Program) (s : Nat) (m : Machine)
     (running : List Nat) (chunk : Nat) (q : Option Expr) (b : Batch) (keys : List Expr) (rs : List Resident) :
     Keeps g m (serveOrdered p s m running chunk q b keys rs).1 := by
-  cases keys <;> simp only [serveOrdered] <;> exact serveIn_keeps p hpre s chunk q _ m b
+  cases keys <;> simp only [serveOrdered] <;> exact serveIn_keeps p s chunk q _ m b
 
 /-- The pool `firstQueue` finds has a hold waiting. -/
 theorem firstQueue_some (s : Nat) : ∀ (k : Nat) (vs : List Nat) (qs : List PoolState) (i : Nat),
@@ -585,21 +1019,21 @@ theorem firstQueue_some (s : Nat) : ∀ (k : Nat) (vs : List Nat) (qs : List Poo
 
 /-- An engine admits a waiting hold: its thread leaves the queue and runs at once (then its run, if it
 started one on the engine, is served). -/
-theorem admitOne_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f s chunk i j : Nat) (q : Option Expr)
+theorem admitOne_keeps (p : Program) (f s chunk i j : Nat) (q : Option Expr)
     (m : Machine) (b : Batch) (hj : j < countWaiters (getPool m.pools i).queue) :
     Keeps g m (admitOne p f s chunk i j q m b).1 := by
   have h2 : Keeps g m (exec p f (m.admitWaiter p (admissionStage chunk b.budget) i j)
       (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)) :=
-    Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t)
+    Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j hj) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t)
   simp only [admitOne]
   repeat' split
   all_goals first
     | exact h2
-    | exact h2.trans (Machine.serveOne_keeps p hpre _ _ _ _ _)
+    | exact h2.trans (Machine.serveOne_keeps p _ _ _ _ _)
 
-theorem admitWaiting_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s c : Nat) (q : Option Expr) (gated : Bool) :
+theorem admitWaiting_keeps (p : Program) (s c : Nat) (q : Option Expr) (gated : Bool) :
     ∀ (f : Nat) (m : Machine) (b : Batch), Keeps g m (admitWaiting p s c q gated f m b).1
-  | 0, m, _ => Keeps.frame (by rfl) (fun _ => by rfl)
+  | 0, m, _ => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | f + 1, m, b => by
     simp only [admitWaiting]
     split
@@ -610,21 +1044,21 @@ theorem admitWaiting_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i =
         obtain ⟨_, w, ws, hq⟩ := firstQueue_some s 0 p.admitVia m.pools i hi
         rw [Nat.sub_zero] at hq
         split
-        · refine Keeps.trans ?_ (admitWaiting_keeps p hpre s c q gated f _ _)
-          refine admitOne_keeps p hpre f s c i _ q m b ?_
+        · refine Keeps.trans ?_ (admitWaiting_keeps p s c q gated f _ _)
+          refine admitOne_keeps p f s c i _ q m b ?_
           rw [hq]
           exact select_lt p m i w ws
         · exact Keeps.refl m
 
-theorem startIteration_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f s : Nat) (eng : Engine)
+theorem startIteration_keeps (p : Program) (f s : Nat) (eng : Engine)
     (m : Machine) : Keeps g m (startIteration p f s eng m) := by
   simp only [startIteration]
   split
-  · exact (serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _)
+  · exact (serveOrdered_keeps p ..).trans (admitWaiting_keeps p s _ _ _ _ _ _)
   · split
-    · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _))
-        (Keeps.frame (by rfl) (fun _ => by rfl))
-    · exact Keeps.trans ((serveOrdered_keeps p hpre ..).trans (admitWaiting_keeps p hpre s _ _ _ _ _ _))
+    · exact Keeps.trans ((serveOrdered_keeps p ..).trans (admitWaiting_keeps p s _ _ _ _ _ _))
+        (Keeps.frame (fun h => by exact h) (fun _ => by rfl))
+    · exact Keeps.trans ((serveOrdered_keeps p ..).trans (admitWaiting_keeps p s _ _ _ _ _ _))
         (Keeps.trans (Keeps.engine _ s _ (by rfl)) (Keeps.setTimer _ _ _ fun _ => by rfl))
 
 /-! ### A timer fires -/
@@ -643,7 +1077,7 @@ theorem Machine.advanceHolds_keeps (m : Machine) (rs : List Resident) : Keeps g 
   · exact Keeps.refl _
   all_goals first
     | assumption
-    | (rename_i ih; exact (Keeps.put _ _).trans ih)
+    | (rename_i ih; refine (Keeps.put _ _ ?_).trans ih; exact fun ho => advancePart_own _ _ _ _ (ho.1.own _))
 
 /-- An iteration's end: the threads whose run ended go from the residents to the ready threads. -/
 theorem Keeps.finish (m : Machine) (s : Nat) (es : EngineState) (hes : (getEngineState m.engines s).residents = es.residents)
@@ -685,7 +1119,8 @@ theorem fire_moved (p : Program) (m : Machine) (w : Wake) :
     simp only [fire]
     split
     · exact (Keeps.refl m).moved
-    · exact ((Keeps.pools m _ (endLease_queues ..)).trans (Keeps.put _ _)).moved
+    · refine ((Keeps.pools m _ (endLease_queues ..)).trans (Keeps.put _ _ ?_)).moved
+      exact fun ho => ho.1.own u
   | fifoDone s u =>
     simp only [fire]
     split
@@ -761,15 +1196,35 @@ theorem getThread_arrivals (p : Program) : ∀ (n s j : Nat),
     · left; rw [e]; omega
     · right; exact e
 
+/-- A session arrives with its `init` and session blocks to run: no hold yet. -/
+theorem arrivals_own (p : Program) (x : Nat) : ∀ (n s j : Nat), OwnFrames x (getThread (arrivals p n s) j).k
+  | 0, _, _ => OwnFrames.nil x
+  | _ + 1, _, 0 => OwnFrames.stmts _ (OwnFrames.stmts _ (OwnFrames.nil x))
+  | n + 1, s, j + 1 => arrivals_own p x n (s + 1) j
+
+theorem emptyPools_queue : ∀ (cs : List Nat) (q : PoolState), q ∈ emptyPools cs → q.queue = []
+  | [], _, h => by simp [emptyPools] at h
+  | _ :: cs, q, h => by
+    simp only [emptyPools, List.mem_cons] at h
+    rcases h with h | h
+    · rw [h]
+    · exact emptyPools_queue cs q h
+
 theorem initial_placed (p : Program) (harr : p.gap = 0 ∨ p.arrivalTimes = []) : Placed p.gap (initial p) := by
-  refine ⟨?_, fun t => ?_⟩
+  refine ⟨⟨?_, ?_⟩, fun t => ?_⟩
   · have he : (initial p).threads = arrivals p p.sessions 0 := by
       unfold initial; dsimp only; split <;> rfl
     rw [he]
     intro j
     rcases getThread_arrivals p p.sessions 0 j with e | e
-    · left; omega
+    · left; exact ⟨by omega, arrivals_own p _ _ _ _⟩
     · right; exact e
+  · have hp : (initial p).pools = emptyPools p.caps := by
+      unfold initial; dsimp only; split <;> rfl
+    intro q hq w hw
+    rw [hp] at hq
+    rw [emptyPools_queue p.caps q hq] at hw
+    cases hw
   · cases ha : p.arrivalTimes with
     | nil =>
       unfold initial
@@ -832,30 +1287,17 @@ theorem Placed.distinct {m : Machine} (h : Placed g m) (s : Nat) : threadsDistin
     simp only [Machine.placed] at h2
     omega)
 
-/-- What the proof needs of a program: no renewal gap beside a trace, no preemption. -/
+/-- What the proof needs of a program: no renewal gap beside a trace. (Preemption is covered: a victim
+leaves the residents and its hold, its own, is placed once in a queue: `Machine.preempt_keeps`.) -/
 structure DistinctProgram (p : Program) : Prop where
   arrivals : p.gap = 0 ∨ p.arrivalTimes = []
-  preempt : ∀ i, getAt p.preemptModes i = 0
 
-def natsZero : List Nat → Bool
-  | [] => true
-  | x :: xs => x == 0 && natsZero xs
-
-theorem natsZero_getAt : ∀ (l : List Nat), natsZero l = true → ∀ i, getAt l i = 0
-  | [], _, i => by cases i <;> rfl
-  | x :: xs, h, 0 => by
-    simp only [natsZero, Bool.and_eq_true, beq_iff_eq] at h
-    exact h.1
-  | x :: xs, h, i + 1 => by
-    simp only [natsZero, Bool.and_eq_true] at h
-    exact natsZero_getAt xs h.2 i
-
-/-- `DistinctProgram` checked on the program's value: `gap = 0` or no trace, every `preemptModes` entry 0. -/
-theorem DistinctProgram.of_check (p : Program)
-    (h : ((p.gap == 0 || countNats p.arrivalTimes == 0) && natsZero p.preemptModes) = true) : DistinctProgram p := by
-  simp only [Bool.and_eq_true, Bool.or_eq_true, beq_iff_eq] at h
-  refine ⟨?_, natsZero_getAt _ h.2⟩
-  rcases h.1 with h1 | h1
+/-- `DistinctProgram` checked on the program's value: `gap = 0` or no trace. -/
+theorem DistinctProgram.of_check (p : Program) (h : (p.gap == 0 || countNats p.arrivalTimes == 0) = true) :
+    DistinctProgram p := by
+  simp only [Bool.or_eq_true, beq_iff_eq] at h
+  refine ⟨?_⟩
+  rcases h with h1 | h1
   · exact Or.inl h1
   · right
     cases e : p.arrivalTimes with
@@ -868,8 +1310,8 @@ theorem Placed.distinctInvariant (p : Program) (s : Nat) (hp : DistinctProgram p
   initial := initial_placed p hp.arrivals
   settle := fun f m h => h.keep (settle_keeps p f m)
   fire := fun m t tm ts he h => h.keep (fire_keeps p m t tm ts he)
-  start := fun f i _ m _ _ h => h.keep (startIteration_keeps p hp.preempt f i _ m)
-  fuel := fun m h => h.keep (Keeps.frame (by rfl) (fun _ => by rfl))
+  start := fun f i _ m _ _ h => h.keep (startIteration_keeps p f i _ m)
+  fuel := fun m h => h.keep (Keeps.frame (fun h => by exact h) (fun _ => by rfl))
   ready := fun m h _ => h.distinct s
 
 /-- `full_or_short` (vLLM's, issue 13) for every run of every program with no preemption (and no renewal
@@ -888,51 +1330,51 @@ theorem runProgram_full_or_short (p : Program) (fuel s e B : Nat) (hp : Distinct
 
 /-! ### Through the event loop: `Placed` at every run's end -/
 
-theorem startPass_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) :
+theorem startPass_keeps (p : Program) (f : Nat) :
     ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool), Keeps g m (startPass p f ss i tried m a).1
   | [], _, _, m, _ => Keeps.refl m
   | .step e :: ss, i, tried, m, a => by
     simp only [startPass]
     split
-    · exact startPass_keeps p hpre f ss (i + 1) tried m a
+    · exact startPass_keeps p f ss (i + 1) tried m a
     · split
-      · exact (startIteration_keeps p hpre f i _ m).trans (settle_keeps p f _)
-      · exact ((startIteration_keeps p hpre f i _ m).trans (settle_keeps p f _)).trans
-          (startPass_keeps p hpre f ss (i + 1) _ _ _)
-  | .delay :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p hpre f ss (i + 1) tried m a
-  | .fifo _ :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p hpre f ss (i + 1) tried m a
+      · exact (startIteration_keeps p f i _ m).trans (settle_keeps p f _)
+      · exact ((startIteration_keeps p f i _ m).trans (settle_keeps p f _)).trans
+          (startPass_keeps p f ss (i + 1) _ _ _)
+  | .delay :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p f ss (i + 1) tried m a
+  | .fifo _ :: ss, i, tried, m, a => by simp only [startPass]; exact startPass_keeps p f ss (i + 1) tried m a
 
-theorem startEngines_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) :
+theorem startEngines_keeps (p : Program) (f : Nat) :
     ∀ (n : Nat) (tried : List Nat) (m : Machine), Keeps g m (startEngines p f n tried m)
   | 0, _, m => Keeps.refl m
   | n + 1, tried, m => by
     simp only [startEngines]
     split
-    · exact startPass_keeps p hpre f _ _ _ _ _
-    · exact (startPass_keeps p hpre f _ _ _ _ _).trans (startEngines_keeps p hpre f n _ _)
+    · exact startPass_keeps p f _ _ _ _ _
+    · exact (startPass_keeps p f _ _ _ _ _).trans (startEngines_keeps p f n _ _)
 
-theorem endOfInstant_keeps (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (f : Nat) (m : Machine) :
+theorem endOfInstant_keeps (p : Program) (f : Nat) (m : Machine) :
     Keeps g m (endOfInstant p f m) := by
   simp only [endOfInstant]
   split
   · exact Keeps.refl m
-  · exact startEngines_keeps p hpre f _ _ _
+  · exact startEngines_keeps p f _ _ _
 
 theorem loop_keeps (p : Program) (hp : DistinctProgram p) : ∀ (f : Nat) (m : Machine), Keeps p.gap m (loop p f m)
-  | 0, m => Keeps.frame (by rfl) (fun _ => by rfl)
+  | 0, m => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | f + 1, m => by
     simp only [loop]
     split
     · exact Keeps.refl m
     · next tm ts heq =>
       exact (((fire_keeps p m _ tm ts heq).trans (settle_keeps p f _)).trans
-        (endOfInstant_keeps p hp.preempt f _)).trans (loop_keeps p hp f _)
+        (endOfInstant_keeps p f _)).trans (loop_keeps p hp f _)
 
 /-- At the end of every run of a program with `DistinctProgram` (and, `Placed` being kept by every
 function of the machine, at every point of it), no thread is placed twice. -/
 theorem runProgram_placed (p : Program) (fuel : Nat) (hp : DistinctProgram p) : Placed p.gap (runProgram p fuel) :=
   (initial_placed p hp.arrivals).keep
-    (((settle_keeps p fuel _).trans (endOfInstant_keeps p hp.preempt fuel _)).trans (loop_keeps p hp fuel _))
+    (((settle_keeps p fuel _).trans (endOfInstant_keeps p fuel _)).trans (loop_keeps p hp fuel _))
 
 /-- No thread twice a resident of any engine at the end of every run of a program with `DistinctProgram`. -/
 theorem runProgram_threadsDistinct (p : Program) (fuel s : Nat) (hp : DistinctProgram p) :
