@@ -32,6 +32,7 @@ public import Serq.Backlog
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
+public import Serq.KernelPlaced
 public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
