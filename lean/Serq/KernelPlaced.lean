@@ -541,12 +541,14 @@ theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), Ow
       rw [heq] at hk
       have hnext : OwnFrames th.serial (.stmts rest :: k) := OwnFrames.stmts rest hk.tail
       cases st with
-      | set i e => refine exec_moved p f _ _ ?_ ?_
-                   · exact hnext
-                   · exact he
-      | observe j e => refine exec_moved p f _ _ ?_ ?_
-                       · exact hnext
-                       · exact he
+      | set i e =>
+        refine exec_moved p f _ _ ?_ ?_
+        · exact hnext
+        · exact he
+      | observe j e =>
+        refine exec_moved p f _ _ ?_ ?_
+        · exact hnext
+        · exact he
       | stop =>
         refine ((Keeps.pools m _ ((endLeases_queues ..).trans (releaseAll_queues ..))).trans
           (Keeps.put _ _ ?_)).moved
@@ -560,9 +562,10 @@ theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), Ow
         · refine (Keeps.pools m _ (endLeasesOn_queues ..)).then (exec_moved p f _ _ ?_ ?_)
           · exact hnext
           · exact he
-      | branch t yes no => refine exec_moved p f _ _ ?_ ?_
-                           · exact OwnFrames.stmts _ hnext
-                           · exact he
+      | branch t yes no =>
+        refine exec_moved p f _ _ ?_ ?_
+        · exact OwnFrames.stmts _ hnext
+        · exact he
       | «while» t body =>
         dsimp only
         split
@@ -572,9 +575,10 @@ theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), Ow
         · refine exec_moved p f _ _ ?_ ?_
           · exact hnext
           · exact he
-      | loop body => refine exec_moved p f _ _ ?_ ?_
-                     · exact OwnFrames.stmts _ hk
-                     · exact he
+      | loop body =>
+        refine exec_moved p f _ _ ?_ ?_
+        · exact OwnFrames.stmts _ hk
+        · exact he
       | turn =>
         dsimp only
         split
