@@ -32,9 +32,11 @@ public import Serq.Backlog
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
+public import Serq.KernelPlaced
 public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
+public import Serq.OracleDistinct
 
 /-! # serQ in Lean
 

@@ -193,7 +193,7 @@ theorem rad_tiled_every_run (n fuel : Nat) :
 /-- No thread is twice a resident of an engine (of any stage) of `rad.sq`'s program, at the end of every
 run, for every fuel and number of sessions (`Serq.Kernel.runProgram_threadsDistinct`,
 lean/Serq/KernelDistinct.lean: no session's thread is in two places of the machine at once). The
-program's hypotheses, no renewal arrivals beside a trace and no preemption, are checked on its value
+program's hypothesis, no renewal arrivals beside a trace, is checked on its value
 (`Serq.Kernel.DistinctProgram.of_check`); its engine admits from its `reqs` pool, which the invariant
 covers. (This is the half of `full_or_short` that was open; the program itself is outside
 `Serq.Kernel.runProgram_full_or_short`, whose plan of one iteration needs an engine that admits from no
@@ -201,8 +201,7 @@ pool and no granule.) -/
 theorem rad_residents_distinct (n fuel s : Nat) :
     Serq.Kernel.threadsDistinct (Serq.Kernel.getEngineState
       (Serq.Kernel.runProgram { Papers.Claims.Rad.program with sessions := n } fuel).engines s).residents := by
-  have hc : ((Papers.Claims.Rad.program.gap == 0 || Serq.Kernel.countNats Papers.Claims.Rad.program.arrivalTimes == 0) &&
-      Serq.Kernel.natsZero Papers.Claims.Rad.program.preemptModes) = true := by
+  have hc : (Papers.Claims.Rad.program.gap == 0 || Serq.Kernel.countNats Papers.Claims.Rad.program.arrivalTimes == 0) = true := by
     decide +kernel
   exact Serq.Kernel.runProgram_threadsDistinct _ fuel s
     (Serq.Kernel.DistinctProgram.of_check { Papers.Claims.Rad.program with sessions := n } hc)
@@ -307,16 +306,15 @@ theorem svf_feasible : sizes (svfJobs svfRun.threads) = Serq.Kernel.observedValu
 sessions (its value with `sessions` replaced): every iteration record of its engine `llm` spends the whole
 budget of 256 tokens or has a demand below it (`Serq.Kernel.runProgram_full_or_short_admitting`,
 lean/Serq/KernelAdmitFull.lean). Its engine admits its own `reqs` queue; the hypotheses are checked on
-the program's value: no preemption and no renewal gap beside a trace (`DistinctProgram.of_check`), no
+the program's value: no renewal gap beside a trace (`DistinctProgram.of_check`), no
 growing run (`NoGrowth.of_check`), `tokens cap 256`, no `only`, no granule (`rfl`), and a cost
 `3 * ceil(batch.tokens / 128) + batch.tokens` that is not 0 for tokens (`CostPos`). -/
 theorem bari_full_or_short (n fuel : Nat) :
     ∀ r ∈ (Serq.Kernel.getEngineState
       (Serq.Kernel.runProgram { Papers.Claims.BariRate.program with sessions := n } fuel).engines 0).records,
       r.tokens = 256 ∨ r.demand < 256 := by
-  have hc : ((Papers.Claims.BariRate.program.gap == 0 ||
-      Serq.Kernel.countNats Papers.Claims.BariRate.program.arrivalTimes == 0) &&
-      Serq.Kernel.natsZero Papers.Claims.BariRate.program.preemptModes) = true := by
+  have hc : (Papers.Claims.BariRate.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.BariRate.program.arrivalTimes == 0) = true := by
     decide +kernel
   have hg : Papers.Claims.BariRate.program.allStmts (Serq.Kernel.noGrowthOn 0) = true := by decide +kernel
   refine Serq.Kernel.runProgram_full_or_short_admitting { Papers.Claims.BariRate.program with sessions := n } fuel
@@ -336,9 +334,8 @@ theorem svf_full_or_short (n fuel : Nat) :
     ∀ r ∈ (Serq.Kernel.getEngineState
       (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).engines 0).records,
       r.tokens = 4 ∨ r.demand < 4 := by
-  have hc : ((Papers.Claims.Svf.program.gap == 0 ||
-      Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) &&
-      Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes) = true := by
+  have hc : (Papers.Claims.Svf.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) = true := by
     decide +kernel
   have hg : Papers.Claims.Svf.program.allStmts (Serq.Kernel.noGrowthOn 0) = true := by decide +kernel
   exact Serq.Kernel.runProgram_full_or_short_admitting { Papers.Claims.Svf.program with sessions := n } fuel

@@ -20,7 +20,7 @@ that hypothesis, replacing it by what admission needs:
   with the hold still waiting, not a resident, so the demand does not count it.
 
 The invariants it needs through the plan, `Inv` (`Serq.KernelProvenance`) and `Placed`
-(`Serq.KernelDistinct`, under no preemption), hold at every point of every run, so `full_or_short`
+(`Serq.KernelDistinct`, preemption included), hold at every point of every run, so `full_or_short`
 holds for every run of a program with `DistinctProgram`, `NoGrowth`, a constant budget, no `only` on
 either statement, no granule and a cost that is not 0 for tokens (`runProgram_full_or_short_admitting`), whether
 or not the engine admits a queue.
@@ -107,7 +107,7 @@ theorem admitWaiter_not_resident {g : Nat} (p : Program) (m : Machine) (st : Lis
   rw [Machine.admitWaiter_engines] at h1
   omega
 
-/-- No `only` on `admit waiting`, no granule, no growing run on `s` and no preemption: the admission of
+/-- No `only` on `admit waiting`, no granule and no growing run on `s` (so `s` preempts no one): the admission of
 the hold at `j` of pool `i`'s queue keeps `ServeInv` over every resident of engine `s` (the admitted
 thread's resident, if its run started one, is served at once its whole demand or the whole budget left). -/
 theorem admitOne_serveInv {g : Nat} (p : Program) (s : Nat) (hgrow : NoGrowth p s) (f c B i j : Nat) (m : Machine) (b : Batch)
@@ -116,17 +116,17 @@ theorem admitOne_serveInv {g : Nat} (p : Program) (s : Nat) (hgrow : NoGrowth p 
     ServeInv c B [] (getEngineState (admitOne p f s c i j none m b).1.engines s).residents
       (admitOne p f s c i j none m b).2 := by
   have hwt := admitWaiter_not_resident (g := g) p m (admissionStage c b.budget) i j s hj hpl
-  have hs1 := Machine.admitWaiter_serial p m (admissionStage c b.budget) i j hpl.1
+  have hs1 := Machine.admitWaiter_serial p m (admissionStage c b.budget) i j hj hpl.1
   have hinv1 := Machine.admitWaiter_inv p m (admissionStage c b.budget) i j hinv
   have hinv2 := exec_inv p f _ _ hinv1 (hinv1.threads.get (getWaiter (getPool m.pools i).queue j).thread)
   have hpl2 : Placed g (exec p f (m.admitWaiter p (admissionStage c b.budget) i j)
       (getThread (m.admitWaiter p (admissionStage c b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)) :=
-    hpl.keep (Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t))
+    hpl.keep (Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j hj) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t))
   have hadds : AddsOnly (getWaiter (getPool m.pools i).queue j).thread (getEngineState m.engines s).residents
       (getEngineState (exec p f (m.admitWaiter p (admissionStage c b.budget) i j)
         (getThread (m.admitWaiter p (admissionStage c b.budget) i j).threads
           (getWaiter (getPool m.pools i).queue j).thread)).engines s).residents := by
-    rcases hs1 (getWaiter (getPool m.pools i).queue j).thread with e | e
+    rcases hs1.1 (getWaiter (getPool m.pools i).queue j).thread with ⟨e, _⟩ | e
     · have := exec_addsOnly p s f (m.admitWaiter p (admissionStage c b.budget) i j)
         (getThread (m.admitWaiter p (admissionStage c b.budget) i j).threads
           (getWaiter (getPool m.pools i).queue j).thread) (getEngineState m.engines s).residents _ rfl e
@@ -164,13 +164,13 @@ theorem admitOne_serveInv {g : Nat} (p : Program) (s : Nat) (hgrow : NoGrowth p 
 
 /-- `admit waiting` (no `only`, any gate) keeps `ServeInv` over every resident of engine `s`, with the
 provenance invariant `Inv` and `Placed` (by induction on its fuel). -/
-theorem admitWaiting_serveInv {g : Nat} (p : Program) (s : Nat) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+theorem admitWaiting_serveInv {g : Nat} (p : Program) (s : Nat) (hgrow : NoGrowth p s)
     (hnt : ∀ k, ¬TiledProgram p s k) (c B : Nat) (gated : Bool) :
     ∀ (f : Nat) (m : Machine) (b : Batch), Inv p m → Placed g m → ServeInv c B [] (getEngineState m.engines s).residents b →
       Inv p (admitWaiting p s c none gated f m b).1 ∧ Placed g (admitWaiting p s c none gated f m b).1 ∧
         ServeInv c B [] (getEngineState (admitWaiting p s c none gated f m b).1.engines s).residents
           (admitWaiting p s c none gated f m b).2
-  | 0, m, b, hi, hp, h => ⟨⟨hi.threads, hi.pools, hi.engines⟩, hp.keep (Keeps.frame (by rfl) (fun _ => by rfl)), h⟩
+  | 0, m, b, hi, hp, h => ⟨⟨hi.threads, hi.pools, hi.engines⟩, hp.keep (Keeps.frame (fun h => by exact h) (fun _ => by rfl)), h⟩
   | f + 1, m, b, hi, hp, h => by
     simp only [admitWaiting]
     split
@@ -186,13 +186,13 @@ theorem admitWaiting_serveInv {g : Nat} (p : Program) (s : Nat) (hpre : ∀ i, g
             rw [hq]; exact select_lt p m i w ws
           have hb : b.budget ≠ 0 := by
             intro e; apply hc; simp [e]
-          exact admitWaiting_serveInv p s hpre hgrow hnt c B gated f _ _
+          exact admitWaiting_serveInv p s hgrow hnt c B gated f _ _
             (admitOne_inv p f s c i _ none m b hi (fun k hk => absurd hk (hnt k))).1
-            (hp.keep (admitOne_keeps p hpre f s c i _ none m b hj))
+            (hp.keep (admitOne_keeps p f s c i _ none m b hj))
             (admitOne_serveInv p s hgrow f c B i _ m b hj hb hi hp h)
         · exact ⟨hi, hp, h⟩
 
-/-- With a constant budget and neither a preemption nor a granule (`hnt`: no RAD tiling on `s`), the
+/-- With no RAD tiling on `s` (`hnt`), the
 batch of `b` has the invariants the provenance needs (`BOk`). -/
 theorem bok_of_untiled {p : Program} {s : Nat} (hnt : ∀ k, ¬TiledProgram p s k) (b : Batch) : BOk p s b :=
   fun k hk => absurd hk (hnt k)
@@ -209,10 +209,10 @@ theorem not_tiled_of_granule0 {p : Program} {s e : Nat} (hs : getService p.stage
 /-! ### The plan of one iteration, admissions included -/
 
 /-- The plan of an iteration (the serving, then `admit waiting` without `only`), from `PlanReady` with a
-constant budget `B`, no `only` on the serving, no granule, no preemption, no growing run on `s`, and the
+constant budget `B`, no `only` on the serving, no granule, no growing run on `s`, and the
 invariants `Inv` and `Placed`: `ServeInv` holds at its end, over every resident, admitted ones included. -/
 theorem plan_serveInv_admitting {g : Nat} (p : Program) (s c B f : Nat) (m : Machine) (running : List Nat)
-    (keys : List Expr) (gated : Bool) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+    (keys : List Expr) (gated : Bool) (hgrow : NoGrowth p s)
     (hnt : ∀ k, ¬TiledProgram p s k) (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) :
     ServeInv c B []
       (getEngineState (admitWaiting p s c none gated f
@@ -223,19 +223,19 @@ theorem plan_serveInv_admitting {g : Nat} (p : Program) (s c B f : Nat) (m : Mac
         (serveOrdered p s m running c none ⟨B, 0, 0, 0, 0, 0, false⟩ keys (getEngineState m.engines s).residents).1
         (serveOrdered p s m running c none ⟨B, 0, 0, 0, 0, 0, false⟩ keys
           (getEngineState m.engines s).residents).2).2 :=
-  (admitWaiting_serveInv p s hpre hgrow hnt c B gated f _ _
+  (admitWaiting_serveInv p s hgrow hnt c B gated f _ _
     (serveOrdered_inv p s m running c none _ keys _ hi (bok_of_untiled hnt _)).1
-    (hp.keep (serveOrdered_keeps p hpre s m running c none _ keys _))
+    (hp.keep (serveOrdered_keeps p s m running c none _ keys _))
     (serveOrdered_full p s m running c B keys hr)).2.2
 
 /-- `full_or_short` for one iteration of an engine that may admit its own queue: engine `s` (of clauses
 `eng`) plans an iteration with a constant `tokens cap B`, no `only` on `advance running` nor on `admit
-waiting`, no granule, from `PlanReady`, in a program with no preemption and no growing run on `s`, the
+waiting`, no granule, from `PlanReady`, in a program with no growing run on `s`, the
 machine satisfying the provenance invariant `Inv` and `Placed`; the record it keeps, if any, has
 `tokens = B` or `demand < B`, and the older records stay. -/
 theorem startIteration_full_or_short_admitting {g : Nat} (p : Program) (f s : Nat) (eng : Engine) (m : Machine)
     (B : Nat) (hB : eng.budget = .num B) (hq : eng.serveOnly = none) (hadm : eng.admitOnly = none)
-    (hg : eng.granule = .num 0) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+    (hg : eng.granule = .num 0) (hgrow : NoGrowth p s)
     (hnt : ∀ k, ¬TiledProgram p s k) (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) :
     NewRecordsFull B (getEngineState m.engines s).records
       (getEngineState (startIteration p f s eng m).engines s).records := by
@@ -248,7 +248,7 @@ theorem startIteration_full_or_short_admitting {g : Nat} (p : Program) (f s : Na
       apply NewRecordsFull.of_set
       · simp only [admitWaiting_records, serveOrdered_records]
       · refine ⟨_, rfl, ?_⟩
-        exact ServeInv.full (plan_serveInv_admitting p s _ B f m _ eng.order _ hpre hgrow hnt hr hi hp)
+        exact ServeInv.full (plan_serveInv_admitting p s _ B f m _ eng.order _ hgrow hnt hr hi hp)
 
 /-- An iteration that schedules tokens lasts some time: the engine's cost (`execute`, read with
 `batch.tokens` its first context variable) is not 0 when the tokens are not (a cost of 0 for tokens is the
@@ -265,11 +265,11 @@ theorem CostPos.of_ne (cost : Expr) (h : ∀ (v : PoolView) (now : Nat), eval v 
 that is not 0 for tokens, leaves it busy, or idle with nothing scheduled. -/
 theorem startIteration_idleClear_admitting {g : Nat} (p : Program) (f s : Nat) (eng : Engine) (m : Machine)
     (B : Nat) (hB : eng.budget = .num B) (hq : eng.serveOnly = none) (hadm : eng.admitOnly = none)
-    (hg : eng.granule = .num 0) (hpre : ∀ i, getAt p.preemptModes i = 0) (hgrow : NoGrowth p s)
+    (hg : eng.granule = .num 0) (hgrow : NoGrowth p s)
     (hnt : ∀ k, ¬TiledProgram p s k) (hcost : CostPos eng.cost)
     (hr : PlanReady m s) (hi : Inv p m) (hp : Placed g m) : IdleClear s (startIteration p f s eng m) := by
   have key := fun running c =>
-    plan_serveInv_admitting p s c B f m running eng.order eng.admitGated hpre hgrow hnt hr hi hp
+    plan_serveInv_admitting p s c B f m running eng.order eng.admitGated hgrow hnt hr hi hp
   simp only [startIteration, hB, hq, hadm, hg, eval]
   split
   · next hc =>
@@ -320,12 +320,12 @@ theorem AdmitOk.fullInvariant (p : Program) (s e B : Nat) (hp : DistinctProgram 
   · subst his
     rw [hs] at hi
     cases hi
-    exact startIteration_idleClear_admitting p f i _ m B hB hq hadm hg hp.preempt hgrow
+    exact startIteration_idleClear_admitting p f i _ m B hB hq hadm hg hgrow
       (not_tiled_of_granule0 hs hg) hcost (h.planReady hgrow hb) h.2.1.1 h.2.2
   · exact startIteration_idleClear_ne his p f _ m h.1
 
-/-- `full_or_short` (vLLM's, issue 13) for every run of every program with no preemption (and no renewal
-gap beside a trace: `DistinctProgram`) and no growing run on stage `s` (`NoGrowth`), whose stage `s` is
+/-- `full_or_short` (vLLM's, issue 13) for every run of every program with no renewal gap beside a trace
+(`DistinctProgram`; other engines may preempt) and no growing run on stage `s` (`NoGrowth`), whose stage `s` is
 engine `e` with a constant `tokens cap B`, no `only` on `advance running` nor on `admit waiting`, no
 granule and a cost that is not 0 for tokens (`CostPos`), whether or not the engine admits a pool's queue (`pool reqs on S`):
 every record of stage `s` has `tokens = B` or `demand < B`. -/
@@ -337,7 +337,7 @@ theorem runProgram_full_or_short_admitting (p : Program) (fuel s e B : Nat) (hp 
     ∀ r ∈ (getEngineState (runProgram p fuel).engines s).records, r.tokens = B ∨ r.demand < B :=
   runProgram_full_or_short_of_step p s e B (AdmitOk p s)
     (AdmitOk.fullInvariant p s e B hp hgrow hs hB hq hadm hg hcost) hs
-    (fun f m h hb => startIteration_full_or_short_admitting p f s _ m B hB hq hadm hg hp.preempt hgrow
+    (fun f m h hb => startIteration_full_or_short_admitting p f s _ m B hB hq hadm hg hgrow
       (not_tiled_of_granule0 hs hg) (h.planReady hgrow hb) h.2.1.1 h.2.2) fuel
 
 end Serq.Kernel
