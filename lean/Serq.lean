@@ -35,6 +35,7 @@ public import Serq.KernelAtEnd
 public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
+public import Serq.KernelRequests
 
 /-! # serQ in Lean
 

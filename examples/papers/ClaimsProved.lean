@@ -20,6 +20,7 @@ public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
 public import Serq.KernelConserve
+public import Serq.KernelRequests
 
 /-! # The proofs of the paper programs' claims
 
@@ -368,5 +369,28 @@ theorem svf_kv_hypotheses (n : Nat) :
   have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
   have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
   exact ⟨Serq.Kernel.HoldsOnce.of_check _ h1, Serq.Kernel.LruPools.of_check _ h2⟩
+
+/-- Request conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
+`Serq.Kernel.runProgram_requests` (lean/Serq/KernelRequests.lean): every session's thread is in at most
+one place (waiting in the `reqs` queue, running on the engine, or elsewhere: never two, never twice), its
+open turn is not answered, and no turn is answered twice. The hypotheses (`DistinctProgram`: no
+preemption, no renewal beside a trace; `TurnsOutside`: no `turn` in the turn block, the server or a hold's
+body) are checked on the program's value. -/
+theorem svf_requests_every_run (n fuel : Nat) :
+    (∀ t, (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).placed
+      Papers.Claims.Svf.program.gap t ≤ 1) ∧
+    ∀ th ∈ (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads,
+      (th.inTurn = true → ∀ a ∈ th.answers, a.turn ≠ th.turns) ∧
+        th.answers.Pairwise (fun a b => a.turn ≠ b.turn) := by
+  have hc : ((Papers.Claims.Svf.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) &&
+      Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes) = true := by
+    decide +kernel
+  have ht : (Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.turnBlock &&
+      Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.server &&
+      Papers.Claims.Svf.program.allStmts Serq.Kernel.holdBodyTurnFree) = true := by
+    decide +kernel
+  exact Serq.Kernel.runProgram_requests _ fuel (Serq.Kernel.DistinctProgram.of_check _ hc)
+    (Serq.Kernel.TurnsOutside.of_check _ ht)
 
 end Papers
