@@ -36,6 +36,7 @@ public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
 public import Serq.KernelRequests
+public import Serq.KernelKv
 
 /-! # serQ in Lean
 

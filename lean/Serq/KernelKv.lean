@@ -1,0 +1,367 @@
+module
+
+public import Serq.KernelConserve
+
+/-! # Issue 14, result 6 over the kernel interpreter: KV conservation's ledger
+
+`Serq.KernelConserve` proves KV conservation (`used + cachedUnits entries ≤ cap` per pool, `withinCaps`)
+for its local steps: an admission that `fits`, a growth that fits, a part given back *provided its pool
+holds at least its units* (`giveBack_one_within`). That proviso is what a proof for every run needs a
+ledger for: a pool's `used` stops at 0 (`Nat.sub`), so a part given back to a pool whose `used` is below
+its units would leave the cache (which keeps up to the part's units) above what `used` lost.
+
+The ledger: every pool's `used` covers the units of the parts that hold it and have not been given
+back, wherever they are: in a thread's continuation (`Frame.release held _`, the parts of a hold whose
+body runs) and in its leases (`Lease.part`). `heldOn i hs` counts a list of parts' units on pool `i` (a
+part given back by a `release` inside its hold, `Held.given`, counts nothing); `frameHeld`, `leasesHeld`
+and `Thread.heldOn` count a continuation's, a thread's leases' and a thread's; `Ledger ts ps` says that
+for every pool of the machine (`i < ps.length`; a hold on a pool past the list changes no pool) the
+threads' parts are covered by its `used`.
+
+Proved here, at the level of the pools (what every machine function does to them is one of these):
+
+* a list of parts given back (`giveBack`, the end of a hold's scope, a `release`, a lease's end, a
+  session's end) keeps every pool within its cap and the ledger of whatever else the pools cover
+  (`giveBack_kv`), given that the pools covered the parts besides it;
+* an admission (`admitOn`) adds to each pool's `used` exactly the units of the parts it returns
+  (`admitOn_ledger`), so the ledger holds with the new parts counted; with `fits`, `HoldsOnce` and
+  `LruPools` it keeps every pool within its cap (`admitOn_within`), and both together for a hold admitted
+  from a queue are `Machine.admitWaiter_kv`;
+* a growth adds to its pool's `used` what its part grows by (`Machine.grown_used`);
+* on a continuation: `releaseIn` moves the part it gives back out of the frames' count
+  (`releaseIn_frameHeld`), and `growPart` (`growPart_frameHeld`) and `advancePart` (`advancePart_frameHeld`)
+  change the count by the growth, resp. not at all.
+
+What remains for `withinCaps` at every run's end (`docs/lean.md`, issue 14's results, row 6): carrying
+`withinCaps ∧ Ledger` through the machine functions that move parts between threads and pools (`exec`,
+`Machine.admitWaiter`, `Machine.grown`, `fire`'s lease end, and the loop), which needs, besides the
+lemmas here, that the thread `exec` runs is counted once (the machine's thread list keeps a stale copy of
+the running thread until `Machine.put` writes it back at its serial: `Placed`'s `SerialOk`, and that a
+thread with nothing left to run holds no lease).
+-/
+@[expose] public section
+
+namespace Serq.Kernel
+
+/-! ### Counting the parts that hold a pool -/
+
+/-- The units a list of parts holds on pool `i` and has not given back. -/
+def heldOn (i : Nat) : List Held → Nat
+  | [] => 0
+  | h :: hs => (if h.pool = i ∧ h.given = false then h.units else 0) + heldOn i hs
+
+/-- The units a continuation's holds hold on pool `i`. -/
+def frameHeld (i : Nat) : List Frame → Nat
+  | [] => 0
+  | .release held _ :: k => heldOn i held + frameHeld i k
+  | .stmts _ :: k => frameHeld i k
+  | .submit :: k => frameHeld i k
+  | .answer :: k => frameHeld i k
+
+/-- The units a thread's leases hold on pool `i`. -/
+def leasesHeld (i : Nat) : List Lease → Nat
+  | [] => 0
+  | l :: ls => heldOn i [l.part] + leasesHeld i ls
+
+/-- The units a thread holds on pool `i`: its holds' and its leases'. -/
+def Thread.heldOn (i : Nat) (th : Thread) : Nat := frameHeld i th.k + leasesHeld i th.leases
+
+def threadsHeld (i : Nat) : List Thread → Nat
+  | [] => 0
+  | th :: ts => th.heldOn i + threadsHeld i ts
+
+/-- The ledger: every pool's `used` covers the units the threads hold on it. -/
+def Ledger (ts : List Thread) (ps : List PoolState) : Prop :=
+  ∀ i, i < ps.length → threadsHeld i ts ≤ (getPool ps i).used
+
+/-- KV conservation with its ledger. -/
+def KvInv (caps : List Nat) (m : Machine) : Prop := withinCaps caps m.pools ∧ Ledger m.threads m.pools
+
+theorem heldOn_nil (i : Nat) : heldOn i [] = 0 := rfl
+
+theorem heldOn_cons (i : Nat) (h : Held) (hs : List Held) :
+    heldOn i (h :: hs) = (if h.pool = i ∧ h.given = false then h.units else 0) + heldOn i hs := rfl
+
+/-! ### Pools -/
+
+theorem setPool_length : ∀ (ps : List PoolState) (i : Nat) (v : PoolState), (setPool ps i v).length = ps.length
+  | [], _, _ => rfl
+  | _ :: _, 0, _ => rfl
+  | _ :: xs, i + 1, v => by simp only [setPool, List.length_cons, setPool_length xs i v]
+
+theorem setPool_of_le : ∀ (ps : List PoolState) (i : Nat) (v : PoolState), ps.length ≤ i → setPool ps i v = ps
+  | [], _, _, _ => rfl
+  | _ :: _, 0, _, h => by simp at h
+  | x :: xs, i + 1, v, h => by
+    simp only [setPool, setPool_of_le xs i v (by simp at h; omega)]
+
+theorem getPool_setPool_lt : ∀ (ps : List PoolState) (i : Nat) (v : PoolState), i < ps.length →
+    getPool (setPool ps i v) i = v
+  | [], _, _, h => by simp at h
+  | _ :: _, 0, _, _ => rfl
+  | _ :: xs, i + 1, v, h => getPool_setPool_lt xs i v (by simp at h; omega)
+
+theorem getPool_of_le : ∀ (ps : List PoolState) (i : Nat), ps.length ≤ i → getPool ps i = ⟨0, 0, [], []⟩
+  | [], _, _ => rfl
+  | _ :: _, 0, h => by simp at h
+  | _ :: xs, i + 1, h => getPool_of_le xs i (by simp at h; omega)
+
+theorem heldPart_pool : ∀ (held : List Held) (j : Nat), heldHas held j = true → (heldPart held j).pool = j
+  | [], _, h => by simp [heldHas] at h
+  | x :: xs, j, h => by
+    simp only [heldPart]
+    split
+    · rename_i hx; simpa using hx
+    · rename_i hx
+      simp only [heldHas, hx, Bool.false_or] at h
+      exact heldPart_pool xs j h
+
+/-- What a part given back leaves of its pool's `used`. -/
+theorem giveBack_one_used (blocks : List Nat) (serial keep : Nat) (ps : List PoolState) (h : Held) (j : Nat)
+    (hj : j < ps.length) :
+    (getPool (giveBack blocks serial keep ps [h]) j).used =
+      (getPool ps j).used - (if h.pool = j ∧ h.given = false then h.units else 0) := by
+  simp only [giveBack]
+  split
+  · rename_i hg
+    simp [hg]
+  · rename_i hg
+    by_cases hp : h.pool = j
+    · subst hp
+      rw [getPool_setPool_lt _ _ _ hj]
+      simp [hg]
+    · rw [getPool_setPool_ne _ _ _ _ hp]
+      simp [hp]
+
+theorem giveBack_one_length (blocks : List Nat) (serial keep : Nat) (ps : List PoolState) (h : Held) :
+    (giveBack blocks serial keep ps [h]).length = ps.length := by
+  simp only [giveBack]
+  split
+  · rfl
+  · exact setPool_length _ _ _
+
+theorem giveBack_cons (blocks : List Nat) (serial keep : Nat) (ps : List PoolState) (h : Held) (hs : List Held) :
+    giveBack blocks serial keep ps (h :: hs) = giveBack blocks serial keep (giveBack blocks serial keep ps [h]) hs := by
+  simp only [giveBack]
+  split <;> rfl
+
+/-- Parts given back keep every pool within its cap and cover whatever else (`R`) the pools covered
+beside them. -/
+theorem giveBack_kv (blocks caps : List Nat) (serial keep : Nat) : ∀ (hs : List Held) (ps : List PoolState)
+    (R : Nat → Nat), withinCaps caps ps → (∀ i, i < ps.length → heldOn i hs + R i ≤ (getPool ps i).used) →
+    withinCaps caps (giveBack blocks serial keep ps hs) ∧ (giveBack blocks serial keep ps hs).length = ps.length ∧
+      ∀ i, i < ps.length → R i ≤ (getPool (giveBack blocks serial keep ps hs) i).used
+  | [], ps, R, hw, hl => ⟨hw, rfl, fun i hi => by
+      have := hl i hi
+      simp only [heldOn] at this
+      show R i ≤ (getPool ps i).used
+      omega⟩
+  | h :: hs, ps, R, hw, hl => by
+    rw [giveBack_cons]
+    have hlen := giveBack_one_length blocks serial keep ps h
+    -- the first part given back: within the caps, and the rest covered
+    have hw1 : withinCaps caps (giveBack blocks serial keep ps [h]) := by
+      intro j
+      by_cases hj : j < ps.length
+      · refine giveBack_one_within blocks serial keep ps h j _ (hw j) (fun hp hg => ?_)
+        have := hl j hj
+        rw [heldOn_cons] at this
+        simp only [hp, hg, and_self, ↓reduceIte] at this
+        omega
+      · -- a pool past the list: `getPool` reads the empty pool
+        rw [getPool_of_le _ _ (by rw [hlen]; omega)]
+        simp [cachedUnits]
+    have hl1 : ∀ i, i < (giveBack blocks serial keep ps [h]).length →
+        heldOn i hs + R i ≤ (getPool (giveBack blocks serial keep ps [h]) i).used := by
+      intro i hi
+      rw [hlen] at hi
+      rw [giveBack_one_used _ _ _ _ _ _ hi]
+      have := hl i hi
+      rw [heldOn_cons] at this
+      omega
+    have ih := giveBack_kv blocks caps serial keep hs _ R hw1 hl1
+    refine ⟨ih.1, ih.2.1.trans hlen, fun i hi => ?_⟩
+    exact ih.2.2 i (by rw [hlen]; exact hi)
+
+/-- An admission adds to each pool's `used` the units of the parts it returns: whatever the pools
+covered before (`R`) they cover beside the new parts. -/
+theorem admitOn_ledger (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat)
+    (attrs : List Nat) (now : Nat) : ∀ (hs : List HoldOn) (first : Bool) (attr : Nat) (ps : List PoolState)
+    (R : Nat → Nat), (∀ i, i < ps.length → R i ≤ (getPool ps i).used) →
+    (admitOn p threads v caching rho attrs now first attr ps hs).1.length = ps.length ∧
+      ∀ i, i < ps.length → R i + heldOn i (admitOn p threads v caching rho attrs now first attr ps hs).2.2 ≤
+        (getPool (admitOn p threads v caching rho attrs now first attr ps hs).1 i).used
+  | [], _, _, ps, R, hl => ⟨rfl, fun i hi => by
+      have := hl i hi
+      show R i + 0 ≤ (getPool ps i).used
+      omega⟩
+  | h :: hs, first, attr, ps, R, hl => by
+    -- the pool after the first part: its `used` grew by the part's units
+    have key : ∀ (q' : PoolState) (ur : Nat), q'.used = (getPool ps h.pool).used + ur →
+        ∀ (fst : Bool) (at' : Nat) (part : Held), part.pool = h.pool → part.units = ur → part.given = false →
+        (admitOn p threads v caching rho attrs now fst at' (setPool ps h.pool q') hs).1.length = ps.length ∧
+        ∀ i, i < ps.length → R i + heldOn i (part :: (admitOn p threads v caching rho attrs now fst at'
+          (setPool ps h.pool q') hs).2.2) ≤
+          (getPool (admitOn p threads v caching rho attrs now fst at' (setPool ps h.pool q') hs).1 i).used := by
+      intro q' ur hqu fst at' part hpp hpu hpg
+      have hl1 : ∀ i, i < (setPool ps h.pool q').length →
+          R i + (if h.pool = i then ur else 0) ≤ (getPool (setPool ps h.pool q') i).used := by
+        intro i hi
+        rw [setPool_length] at hi
+        by_cases hp : h.pool = i
+        · subst hp
+          rw [getPool_setPool_lt _ _ _ hi, hqu]
+          have := hl h.pool hi
+          simp only [↓reduceIte]
+          omega
+        · rw [getPool_setPool_ne _ _ _ _ hp]
+          have := hl i hi
+          simp only [hp, ↓reduceIte]
+          omega
+      have ih := admitOn_ledger p threads v caching rho attrs now hs fst at' (setPool ps h.pool q') _ hl1
+      rw [setPool_length] at ih
+      refine ⟨ih.1, fun i hi => ?_⟩
+      have := ih.2 i hi
+      rw [heldOn_cons, hpp, hpu, hpg]
+      by_cases hp : h.pool = i
+      · simp only [hp, and_self, ↓reduceIte] at this ⊢
+        omega
+      · simp only [hp, false_and, ↓reduceIte] at this ⊢
+        omega
+    simp only [admitOn]
+    refine key _ (roundUp (getAt p.blocks h.pool) (eval v attrs now 0 h.units)) ?_ _ _ _ ?_ ?_ ?_
+    all_goals rfl
+
+theorem admitOn_length (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat)
+    (attrs : List Nat) (now : Nat) (hs : List HoldOn) (first : Bool) (attr : Nat) (ps : List PoolState) :
+    (admitOn p threads v caching rho attrs now first attr ps hs).1.length = ps.length :=
+  (admitOn_ledger p threads v caching rho attrs now hs first attr ps (fun _ => 0) (fun _ _ => Nat.zero_le _)).1
+
+/-- A growth adds to its pool's `used` what the part grows by. -/
+theorem Machine.grown_used (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hi : i < m.pools.length) :
+    (getPool (m.grown p t i want h).pools i).used = (getPool m.pools i).used + (want - h.units) := by
+  simp only [Machine.grown, Machine.put]
+  rw [getPool_setPool_lt _ _ _ hi]
+
+theorem Machine.grown_used_ne (p : Program) (m : Machine) (t i want : Nat) (h : Held) (k : Nat) (hk : i ≠ k) :
+    (getPool (m.grown p t i want h).pools k).used = (getPool m.pools k).used := by
+  simp only [Machine.grown, Machine.put]
+  rw [getPool_setPool_ne _ _ _ _ hk]
+
+/-! ### Continuations -/
+
+theorem heldOn_heldWithout (i j : Nat) : ∀ (held : List Held), heldHas held j = true →
+    heldOn i (heldWithout held j) + heldOn i [heldPart held j] = heldOn i held
+  | [], h => by simp [heldHas] at h
+  | x :: xs, h => by
+    by_cases hx : x.pool = j
+    · have hb : (x.pool == j) = true := by simpa using hx
+      simp only [heldWithout, heldPart, hb, ↓reduceIte, heldOn_cons, heldOn_nil, Bool.true_eq_false, and_false]
+      omega
+    · have hb : (x.pool == j) = false := by simpa using hx
+      simp only [heldHas, hb, Bool.false_or] at h
+      have := heldOn_heldWithout i j xs h
+      simp only [heldWithout, heldPart, hb, Bool.false_eq_true, ↓reduceIte, heldOn_cons] at this ⊢
+      omega
+
+/-- A `release` moves the part it gives back out of the continuation's count. -/
+theorem releaseIn_frameHeld (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now j i : Nat) :
+    ∀ (ps : List PoolState) (k : List Frame),
+    frameHeld i (releaseIn blocks caps serial attrs now j ps k).2 ≤ frameHeld i k
+  | ps, [] => Nat.le_refl _
+  | ps, .answer :: k => Nat.le_refl _
+  | ps, .release held w :: k => by
+    simp only [releaseIn]
+    split
+    · rename_i hh
+      have := heldOn_heldWithout i j held hh
+      simp only [frameHeld]
+      omega
+    · have := releaseIn_frameHeld blocks caps serial attrs now j i ps k
+      simp only [frameHeld]
+      omega
+  | ps, .stmts _ :: k => releaseIn_frameHeld blocks caps serial attrs now j i ps k
+  | ps, .submit :: k => releaseIn_frameHeld blocks caps serial attrs now j i ps k
+
+theorem heldOn_heldAdvanced (i j n : Nat) : ∀ (held : List Held), heldOn i (heldAdvanced held j n) = heldOn i held
+  | [] => rfl
+  | x :: xs => by
+    simp only [heldAdvanced]
+    split
+    · simp only [heldOn_cons]
+    · simp only [heldOn_cons, heldOn_heldAdvanced i j n xs]
+
+/-- An iteration's end advances positions, not units. -/
+theorem advancePart_frameHeld (i j n : Nat) : ∀ (k : List Frame), frameHeld i (advancePart k j n) = frameHeld i k
+  | [] => rfl
+  | .answer :: k => rfl
+  | .release held w :: k => by
+    simp only [advancePart]
+    split
+    · simp only [frameHeld, heldOn_heldAdvanced]
+    · simp only [frameHeld, advancePart_frameHeld i j n k]
+  | .stmts _ :: k => advancePart_frameHeld i j n k
+  | .submit :: k => advancePart_frameHeld i j n k
+
+theorem heldOn_heldGrown (i j u : Nat) : ∀ (held : List Held), heldOn i (heldGrown held j u) + heldOn i [heldPart held j] =
+    heldOn i held + (if j = i ∧ (heldPart held j).given = false then u else 0)
+  | [] => by simp [heldGrown, heldPart, heldOn]
+  | x :: xs => by
+    by_cases hx : x.pool = j
+    · have hb : (x.pool == j) = true := by simpa using hx
+      simp only [heldGrown, heldPart, hb, ↓reduceIte, heldOn_cons, heldOn_nil]
+      rw [hx]
+      by_cases c : j = i ∧ x.given = false
+      · simp only [c, ↓reduceIte]
+        omega
+      · simp only [c, ↓reduceIte]
+    · have hb : (x.pool == j) = false := by simpa using hx
+      have := heldOn_heldGrown i j u xs
+      simp only [heldGrown, heldPart, hb, Bool.false_eq_true, ↓reduceIte, heldOn_cons] at this ⊢
+      omega
+
+/-- The part `partOn` finds is on its pool and not given back. -/
+theorem partOn_spec : ∀ (k : List Frame) (j : Nat) (h : Held), partOn k j = some h → h.pool = j ∧ h.given = false
+  | [], _, _, e => by simp [partOn] at e
+  | .answer :: k, _, _, e => by simp [partOn] at e
+  | .release held w :: k, j, h, e => by
+    simp only [partOn] at e
+    split at e
+    · rename_i hh
+      split at e
+      · cases e
+      · rename_i hg
+        cases e
+        exact ⟨heldPart_pool held j hh, by simpa using hg⟩
+    · exact partOn_spec k j h e
+  | .stmts _ :: k, j, h, e => partOn_spec k j h e
+  | .submit :: k, j, h, e => partOn_spec k j h e
+
+/-- A growth of `partOn`'s part `h` on pool `j` to `u` units changes the continuation's count on `j` from
+`h`'s units to `u` (the part it grows is the one `partOn` found). -/
+theorem growPart_frameHeld (i j u : Nat) : ∀ (k : List Frame) (h : Held), partOn k j = some h →
+    frameHeld i (growPart k j u) + heldOn i [h] = frameHeld i k + (if j = i then u else 0)
+  | [], _, e => by simp [partOn] at e
+  | .answer :: k, _, e => by simp [partOn] at e
+  | .release held w :: k, h, e => by
+    simp only [partOn] at e
+    simp only [growPart]
+    split at e
+    · rename_i hh
+      simp only [hh, ↓reduceIte, frameHeld]
+      split at e
+      · cases e
+      · rename_i hg
+        cases e
+        have := heldOn_heldGrown i j u held
+        have hg' : (heldPart held j).given = false := by simpa using hg
+        simp only [hg', and_true] at this
+        omega
+    · rename_i hh
+      simp only [hh, Bool.false_eq_true, ↓reduceIte, frameHeld]
+      have := growPart_frameHeld i j u k h e
+      omega
+  | .stmts _ :: k, h, e => growPart_frameHeld i j u k h e
+  | .submit :: k, h, e => growPart_frameHeld i j u k h e
+
+end Serq.Kernel
