@@ -1,6 +1,7 @@
 module
 
 public import Serq.KernelConserve
+public import Serq.KernelDistinct
 
 /-! # Issue 14, result 6 over the kernel interpreter: KV conservation's ledger
 
@@ -363,5 +364,176 @@ theorem growPart_frameHeld (i j u : Nat) : ∀ (k : List Frame) (h : Held), part
       omega
   | .stmts _ :: k, h, e => growPart_frameHeld i j u k h e
   | .submit :: k, h, e => growPart_frameHeld i j u k h e
+
+/-! ### A continuation's and a thread's leases given back -/
+
+/-- A continuation's holds given back, innermost first (`releaseAll`: `end;`, a refused hold): every pool
+within its cap, and what the pools covered beside the continuation's parts (`R`) covered still. -/
+theorem releaseAll_kv (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) :
+    ∀ (k : List Frame) (ps : List PoolState) (R : Nat → Nat), withinCaps caps ps →
+    (∀ i, i < ps.length → frameHeld i k + R i ≤ (getPool ps i).used) →
+    withinCaps caps (releaseAll blocks caps serial attrs now ps k) ∧
+      (releaseAll blocks caps serial attrs now ps k).length = ps.length ∧
+      ∀ i, i < ps.length → R i ≤ (getPool (releaseAll blocks caps serial attrs now ps k) i).used
+  | [], ps, R, hw, hl => ⟨hw, rfl, fun i hi => by
+      have := hl i hi
+      simp only [frameHeld] at this
+      show R i ≤ (getPool ps i).used
+      (try dsimp only at *); omega⟩
+  | .release held w :: k, ps, R, hw, hl => by
+    simp only [releaseAll]
+    have g := giveBack_kv blocks caps serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now w.cache) held ps
+      (fun i => frameHeld i k + R i) hw (fun i hi => by have := hl i hi; simp only [frameHeld] at this; (try dsimp only at *); omega)
+    have ih := releaseAll_kv blocks caps serial attrs now k _ R g.1 (fun i hi => by
+      rw [g.2.1] at hi
+      exact g.2.2 i hi)
+    exact ⟨ih.1, ih.2.1.trans g.2.1, fun i hi => ih.2.2 i (by rw [g.2.1]; exact hi)⟩
+  | .stmts _ :: k, ps, R, hw, hl => releaseAll_kv blocks caps serial attrs now k ps R hw hl
+  | .submit :: k, ps, R, hw, hl => releaseAll_kv blocks caps serial attrs now k ps R hw hl
+  | .answer :: k, ps, R, hw, hl => releaseAll_kv blocks caps serial attrs now k ps R hw hl
+
+/-- A lease ends: its part given back. -/
+theorem endLease_kv (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) (ps : List PoolState)
+    (l : Lease) (R : Nat → Nat) (hw : withinCaps caps ps)
+    (hl : ∀ i, i < ps.length → heldOn i [l.part] + R i ≤ (getPool ps i).used) :
+    withinCaps caps (endLease blocks caps serial attrs now ps l) ∧
+      (endLease blocks caps serial attrs now ps l).length = ps.length ∧
+      ∀ i, i < ps.length → R i ≤ (getPool (endLease blocks caps serial attrs now ps l) i).used :=
+  giveBack_kv blocks caps serial _ [l.part] ps R hw hl
+
+/-- A thread's leases ended, in order (the session's end). -/
+theorem endLeases_kv (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now : Nat) :
+    ∀ (ls : List Lease) (ps : List PoolState) (R : Nat → Nat), withinCaps caps ps →
+    (∀ i, i < ps.length → leasesHeld i ls + R i ≤ (getPool ps i).used) →
+    withinCaps caps (endLeases blocks caps serial attrs now ps ls) ∧
+      (endLeases blocks caps serial attrs now ps ls).length = ps.length ∧
+      ∀ i, i < ps.length → R i ≤ (getPool (endLeases blocks caps serial attrs now ps ls) i).used
+  | [], ps, R, hw, hl => ⟨hw, rfl, fun i hi => by
+      have := hl i hi
+      simp only [leasesHeld] at this
+      show R i ≤ (getPool ps i).used
+      (try dsimp only at *); omega⟩
+  | l :: ls, ps, R, hw, hl => by
+    simp only [endLeases]
+    have g := endLease_kv blocks caps serial attrs now ps l (fun i => leasesHeld i ls + R i) hw
+      (fun i hi => by have := hl i hi; simp only [leasesHeld] at this; (try dsimp only at *); omega)
+    have ih := endLeases_kv blocks caps serial attrs now ls _ R g.1 (fun i hi => by
+      rw [g.2.1] at hi
+      exact g.2.2 i hi)
+    exact ⟨ih.1, ih.2.1.trans g.2.1, fun i hi => ih.2.2 i (by rw [g.2.1]; exact hi)⟩
+
+/-- A thread's leases on pool `j` ended (`release j` outside any hold on it): the leases kept, with `R`,
+covered still. -/
+theorem endLeasesOn_kv (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now j : Nat) :
+    ∀ (ls : List Lease) (ps : List PoolState) (R : Nat → Nat), withinCaps caps ps →
+    (∀ i, i < ps.length → leasesHeld i ls + R i ≤ (getPool ps i).used) →
+    withinCaps caps (endLeasesOn blocks caps serial attrs now j ps ls).1 ∧
+      (endLeasesOn blocks caps serial attrs now j ps ls).1.length = ps.length ∧
+      ∀ i, i < ps.length → leasesHeld i (endLeasesOn blocks caps serial attrs now j ps ls).2 + R i ≤
+        (getPool (endLeasesOn blocks caps serial attrs now j ps ls).1 i).used
+  | [], ps, R, hw, hl => ⟨hw, rfl, hl⟩
+  | l :: ls, ps, R, hw, hl => by
+    simp only [endLeasesOn]
+    split
+    · have g := endLease_kv blocks caps serial attrs now ps l (fun i => leasesHeld i ls + R i) hw
+        (fun i hi => by have := hl i hi; simp only [leasesHeld] at this; (try dsimp only at *); omega)
+      have ih := endLeasesOn_kv blocks caps serial attrs now j ls _ R g.1 (fun i hi => by
+        rw [g.2.1] at hi
+        exact g.2.2 i hi)
+      exact ⟨ih.1, ih.2.1.trans g.2.1, fun i hi => ih.2.2 i (by rw [g.2.1]; exact hi)⟩
+    · have ih := endLeasesOn_kv blocks caps serial attrs now j ls ps (fun i => heldOn i [l.part] + R i) hw
+        (fun i hi => by have := hl i hi; simp only [leasesHeld] at this; (try dsimp only at *); omega)
+      refine ⟨ih.1, ih.2.1, fun i hi => ?_⟩
+      have := ih.2.2 i hi
+      simp only [leasesHeld]
+      (try dsimp only at *); omega
+
+/-- `release j` inside a hold on `j` (`releaseIn`): the part given back leaves the continuation's count,
+every pool stays within its cap, and the continuation's parts left, with `R`, are covered still. -/
+theorem releaseIn_kv (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now j : Nat) :
+    ∀ (k : List Frame) (ps : List PoolState) (R : Nat → Nat), withinCaps caps ps →
+    (∀ i, i < ps.length → frameHeld i k + R i ≤ (getPool ps i).used) →
+    withinCaps caps (releaseIn blocks caps serial attrs now j ps k).1 ∧
+      (releaseIn blocks caps serial attrs now j ps k).1.length = ps.length ∧
+      ∀ i, i < ps.length → frameHeld i (releaseIn blocks caps serial attrs now j ps k).2 + R i ≤
+        (getPool (releaseIn blocks caps serial attrs now j ps k).1 i).used
+  | [], ps, R, hw, hl => ⟨hw, rfl, hl⟩
+  | .answer :: k, ps, R, hw, hl => ⟨hw, rfl, hl⟩
+  | .release held w :: k, ps, R, hw, hl => by
+    simp only [releaseIn]
+    split
+    · rename_i hh
+      have g := giveBack_kv blocks caps serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now w.cache) [heldPart held j] ps
+        (fun i => heldOn i (heldWithout held j) + frameHeld i k + R i) hw (fun i hi => by
+          have := hl i hi
+          have e := heldOn_heldWithout i j held hh
+          simp only [frameHeld] at this
+          (try dsimp only at *); omega)
+      refine ⟨g.1, g.2.1, fun i hi => ?_⟩
+      have := g.2.2 i hi
+      simp only [frameHeld]
+      (try dsimp only at *); omega
+    · have ih := releaseIn_kv blocks caps serial attrs now j k ps (fun i => heldOn i held + R i) hw (fun i hi => by
+        have := hl i hi
+        simp only [frameHeld] at this
+        (try dsimp only at *); omega)
+      refine ⟨ih.1, ih.2.1, fun i hi => ?_⟩
+      have := ih.2.2 i hi
+      simp only [frameHeld]
+      (try dsimp only at *); omega
+  | .stmts _ :: k, ps, R, hw, hl => releaseIn_kv blocks caps serial attrs now j k ps R hw hl
+  | .submit :: k, ps, R, hw, hl => releaseIn_kv blocks caps serial attrs now j k ps R hw hl
+
+/-! ### The threads' count -/
+
+theorem threadsHeld_setThread (i : Nat) : ∀ (ts : List Thread) (j : Nat) (v : Thread),
+    threadsHeld i (setThread ts j v) + (getThread ts j).heldOn i ≤ threadsHeld i ts + v.heldOn i
+  | [], _, _ => by simp [setThread, getThread, threadsHeld, Thread.heldOn, frameHeld, leasesHeld]
+  | _ :: ts, 0, v => by simp only [setThread, getThread, threadsHeld]; omega
+  | t :: ts, j + 1, v => by
+    have := threadsHeld_setThread i ts j v
+    simp only [setThread, getThread, threadsHeld]
+    omega
+
+/-- Every entry of the thread list is the thread of its serial (`Machine.put` writes a thread there). -/
+def SerialAt (ts : List Thread) : Prop := ∀ j, j < ts.length → (getThread ts j).serial = j
+
+theorem setThread_getThread_self : ∀ (ts : List Thread) (j : Nat), setThread ts j (getThread ts j) = ts
+  | [], _ => rfl
+  | _ :: _, 0 => rfl
+  | t :: ts, j + 1 => by simp only [setThread, getThread, setThread_getThread_self ts j]
+
+/-- The thread of entry `t` taken to run (`runReady`, an admission): writing it back where it came from
+counts no part twice; a thread past the list holds nothing. -/
+theorem threadsHeld_take (i : Nat) (ts : List Thread) (t : Nat) (hs : SerialAt ts) :
+    threadsHeld i (setThread ts (getThread ts t).serial (getThread ts t)) ≤ threadsHeld i ts := by
+  by_cases ht : t < ts.length
+  · rw [hs t ht, setThread_getThread_self]
+    exact Nat.le_refl _
+  · have e : getThread ts t = getThread [] 0 := by
+      clear hs
+      induction ts generalizing t with
+      | nil => cases t <;> rfl
+      | cons x xs ih =>
+        cases t with
+        | zero => simp at ht
+        | succ t => exact ih t (by simp at ht; omega)
+    have h := threadsHeld_setThread i ts (getThread ts t).serial (getThread ts t)
+    rw [e] at h ⊢
+    simp only [getThread, Thread.heldOn, frameHeld, leasesHeld] at h ⊢
+    omega
+
+theorem setThread_length : ∀ (ts : List Thread) (i : Nat) (v : Thread), (setThread ts i v).length = ts.length
+  | [], _, _ => rfl
+  | _ :: _, 0, _ => rfl
+  | _ :: ts, i + 1, v => by simp only [setThread, List.length_cons, setThread_length ts i v]
+
+/-- `Machine.put` keeps every entry the thread of its serial. -/
+theorem SerialAt.set {ts : List Thread} (h : SerialAt ts) (v : Thread) : SerialAt (setThread ts v.serial v) := by
+  intro j hj
+  rw [setThread_length] at hj
+  rcases getThread_setThread ts v.serial j v with e | ⟨e1, e2⟩
+  · rw [e]; exact h j hj
+  · rw [e2]; exact e1
 
 end Serq.Kernel
