@@ -25,20 +25,29 @@ Proved here, at the level of the pools (what every machine function does to them
   session's end) keeps every pool within its cap and the ledger of whatever else the pools cover
   (`giveBack_kv`), given that the pools covered the parts besides it;
 * an admission (`admitOn`) adds to each pool's `used` exactly the units of the parts it returns
-  (`admitOn_ledger`), so the ledger holds with the new parts counted; with `fits`, `HoldsOnce` and
-  `LruPools` it keeps every pool within its cap (`admitOn_within`), and both together for a hold admitted
-  from a queue are `Machine.admitWaiter_kv`;
+  (`admitOn_ledger`, `admitOn_length`), so the ledger holds with the new parts counted; with `fits`, a
+  hold naming each pool once and `evict lru` it keeps every pool within its cap (`admitOn_within`,
+  `Machine.admitWaiter_within`, `Serq.KernelConserve`);
 * a growth adds to its pool's `used` what its part grows by (`Machine.grown_used`);
 * on a continuation: `releaseIn` moves the part it gives back out of the frames' count
-  (`releaseIn_frameHeld`), and `growPart` (`growPart_frameHeld`) and `advancePart` (`advancePart_frameHeld`)
-  change the count by the growth, resp. not at all.
+  (`releaseIn_frameHeld`), and `growPart` (`growPart_frameHeld`, the part `partOn` found: `partOn_spec`)
+  and `advancePart` (`advancePart_frameHeld`) change the count by the growth, resp. not at all;
+* a continuation's holds given back (`releaseAll`: `end;`, a refused hold), a thread's leases ended
+  (`endLeases`, `endLeasesOn`, `endLease`), a `release` inside a hold (`releaseIn`): every pool within its
+  cap, and what is left counted, with whatever else the pools covered, covered still (`releaseAll_kv`,
+  `endLeases_kv`, `endLeasesOn_kv`, `endLease_kv`, `releaseIn_kv`);
+* the threads' count: writing a thread back (`Machine.put`) changes it by the thread's own parts
+  (`threadsHeld_setThread`); the thread taken from entry `t` to run, written back at its serial, counts
+  nothing twice when every entry is the thread of its serial (`threadsHeld_take`, under `SerialAt`, which
+  `Machine.put` keeps: `SerialAt.set`).
 
 What remains for `withinCaps` at every run's end (`docs/lean.md`, issue 14's results, row 6): carrying
-`withinCaps ∧ Ledger` through the machine functions that move parts between threads and pools (`exec`,
-`Machine.admitWaiter`, `Machine.grown`, `fire`'s lease end, and the loop), which needs, besides the
-lemmas here, that the thread `exec` runs is counted once (the machine's thread list keeps a stale copy of
-the running thread until `Machine.put` writes it back at its serial: `Placed`'s `SerialOk`, and that a
-thread with nothing left to run holds no lease).
+`withinCaps ∧ SerialAt ∧ Ledger` through the machine functions (`exec`, whose invariant is the ledger
+of the thread list with the running thread written back, `setThread m.threads th.serial th`;
+`Machine.admitWaiter` from `retryQueue` and `admitOne`, where `fits` is checked, and which needs
+`HoldsOnce` to reach the waiting holds: an invariant that every waiting hold is one of the program's hold
+statements; `Machine.serveOne`'s growth; `fire`'s lease end; `settle`, `startIteration`, `loop`), each a
+composition of the lemmas here.
 -/
 @[expose] public section
 
