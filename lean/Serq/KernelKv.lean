@@ -1,7 +1,7 @@
 module
 
 public import Serq.KernelConserve
-public import Serq.KernelDistinct
+public import Serq.KernelRequests
 
 /-! # Issue 14, result 6 over the kernel interpreter: KV conservation's ledger
 
@@ -544,5 +544,253 @@ theorem SerialAt.set {ts : List Thread} (h : SerialAt ts) (v : Thread) : SerialA
   rcases getThread_setThread ts v.serial j v with e | ⟨e1, e2⟩
   · rw [e]; exact h j hj
   · rw [e2]; exact e1
+
+/-! ### A thread's run keeps the pools within their caps and covered -/
+
+/-- The units thread entry `j` does not hold on pool `i`: every other thread's (`j`'s own counted by
+whoever runs it). -/
+def othersHeld (i : Nat) (ts : List Thread) (j : Nat) : Nat := threadsHeld i ts - (getThread ts j).heldOn i
+
+theorem threadsHeld_getThread_le (i : Nat) : ∀ (ts : List Thread) (j : Nat), (getThread ts j).heldOn i ≤ threadsHeld i ts
+  | [], _ => by simp [getThread, Thread.heldOn, frameHeld, leasesHeld]
+  | _ :: ts, 0 => by simp only [getThread, threadsHeld]; (try dsimp only at *); omega
+  | _ :: ts, j + 1 => by
+    have := threadsHeld_getThread_le i ts j
+    simp only [getThread, threadsHeld]
+    (try dsimp only at *); omega
+
+/-- KV conservation with its ledger, and every entry the thread of its serial. -/
+def KvRun (caps : List Nat) (m : Machine) : Prop := withinCaps caps m.pools ∧ SerialAt m.threads ∧ Ledger m.threads m.pools
+
+/-- A thread written back whose parts, with every other thread's, its pools cover. -/
+theorem KvRun.put {caps : List Nat} {m : Machine} {th : Thread} (hw : withinCaps caps m.pools) (hs : SerialAt m.threads)
+    (hl : ∀ i, i < m.pools.length → othersHeld i m.threads th.serial + th.heldOn i ≤ (getPool m.pools i).used) :
+    KvRun caps (m.put th) := by
+  refine ⟨hw, hs.set th, fun i hi => ?_⟩
+  have h1 := threadsHeld_setThread i m.threads th.serial th
+  have h2 := threadsHeld_getThread_le i m.threads th.serial
+  have h3 := hl i hi
+  simp only [othersHeld] at h3
+  show threadsHeld i (setThread m.threads th.serial th) ≤ (getPool m.pools i).used
+  (try dsimp only at *); omega
+
+/-- The thread of entry `t`, taken to run, is covered with the others. -/
+theorem Ledger.take {ts : List Thread} {ps : List PoolState} (hl : Ledger ts ps) (hs : SerialAt ts) (t : Nat) :
+    ∀ i, i < ps.length → othersHeld i ts (getThread ts t).serial + (getThread ts t).heldOn i ≤ (getPool ps i).used := by
+  intro i hi
+  have h0 := hl i hi
+  by_cases ht : t < ts.length
+  · rw [hs t ht]
+    have := threadsHeld_getThread_le i ts t
+    simp only [othersHeld]
+    (try dsimp only at *); omega
+  · have e : getThread ts t = getThread [] 0 := by
+      clear hs hl h0
+      induction ts generalizing t with
+      | nil => cases t <;> rfl
+      | cons x xs ih =>
+        cases t with
+        | zero => simp at ht
+        | succ t => exact ih t (by simp at ht; (try dsimp only at *); omega)
+    rw [e]
+    simp only [othersHeld, getThread, Thread.heldOn, frameHeld, leasesHeld]
+    (try dsimp only at *); omega
+
+theorem leasesHeld_appendLease (i : Nat) (l : Lease) : ∀ (ls : List Lease),
+    leasesHeld i (appendLease ls l) = leasesHeld i ls + heldOn i [l.part]
+  | [] => by simp [appendLease, leasesHeld]
+  | x :: xs => by
+    simp only [appendLease, leasesHeld, leasesHeld_appendLease i l xs]
+    (try dsimp only at *); omega
+
+theorem leasedPart_spec : ∀ (held : List Held) (x : Option (Nat × Option Expr)) (h : Held), leasedPart held x = some h →
+    heldHas held h.pool = true ∧ heldPart held h.pool = h
+  | _, none, _, e => by simp [leasedPart] at e
+  | held, some (i, d), h, e => by
+    simp only [leasedPart] at e
+    split at e
+    · rename_i hc
+      cases e
+      simp only [Bool.and_eq_true, Bool.not_eq_true'] at hc
+      rw [heldPart_pool held i hc.1]
+      exact ⟨hc.1, rfl⟩
+    · cases e
+
+@[simp] theorem Machine.leaseTimer_pools (m : Machine) (s : Nat) (d : Option Nat) :
+    (m.leaseTimer s d).pools = m.pools := by
+  cases d <;> rfl
+
+theorem exec_kv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), withinCaps p.caps m.pools → SerialAt m.threads →
+    (∀ i, i < m.pools.length → othersHeld i m.threads th.serial + th.heldOn i ≤ (getPool m.pools i).used) →
+    KvRun p.caps (exec p f m th)
+  | 0, m, th, hw, hs, hl => by
+    simp only [exec]
+    have h := KvRun.put hw hs hl
+    exact ⟨h.1, h.2.1, h.2.2⟩
+  | f + 1, m, th, hw, hs, hl => by
+    simp only [exec]
+    split
+    · next heq =>
+      have g := endLeases_kv p.blocks p.caps th.serial th.attrs m.now th.leases m.pools
+        (fun i => othersHeld i m.threads th.serial) hw (fun i hi => by
+          have := hl i hi
+          simp only [Thread.heldOn, heq, frameHeld] at this
+          (try dsimp only at *); omega)
+      refine KvRun.put g.1 hs (fun i hi => ?_)
+      have := g.2.2 i (by rw [g.2.1] at hi; exact hi)
+      simp only [Thread.heldOn, heq, frameHeld, leasesHeld]
+      (try dsimp only at *); omega
+    · next k heq =>
+      refine exec_kv p f _ _ hw hs (fun i hi => ?_)
+      have := hl i hi
+      simp only [Thread.heldOn, heq, frameHeld] at this ⊢
+      (try dsimp only at *); omega
+    · next k heq =>
+      split
+      · refine exec_kv p f _ _ hw hs (fun i hi => ?_)
+        have := hl i hi
+        simp only [Thread.heldOn, heq, frameHeld] at this ⊢
+        (try dsimp only at *); omega
+      · refine exec_kv p f _ _ hw hs (fun i hi => ?_)
+        have := hl i hi
+        simp only [Thread.heldOn, heq, frameHeld] at this ⊢
+        (try dsimp only at *); omega
+    · next held w k heq =>
+      split
+      · have g := giveBack_kv p.blocks p.caps th.serial (cacheKeep (m.view p th.serial) th.attrs m.now w.cache) held m.pools
+          (fun i => othersHeld i m.threads th.serial + (frameHeld i k + leasesHeld i th.leases)) hw (fun i hi => by
+            have := hl i hi
+            simp only [Thread.heldOn, heq, frameHeld] at this
+            (try dsimp only at *); omega)
+        refine exec_kv p f _ _ g.1 hs (fun i hi => ?_)
+        have := g.2.2 i (by rw [g.2.1] at hi; exact hi)
+        simp only [Thread.heldOn] at this ⊢
+        (try dsimp only at *); omega
+      · next h hlp =>
+        have hsp := leasedPart_spec held _ h hlp
+        have g := giveBack_kv p.blocks p.caps th.serial (cacheKeep (m.view p th.serial) th.attrs m.now w.cache)
+          (heldWithout held h.pool) m.pools
+          (fun i => othersHeld i m.threads th.serial + (heldOn i [h] + frameHeld i k + leasesHeld i th.leases)) hw
+          (fun i hi => by
+            have := hl i hi
+            have e := heldOn_heldWithout i h.pool held hsp.1
+            rw [hsp.2] at e
+            simp only [Thread.heldOn, heq, frameHeld] at this
+            (try dsimp only at *); omega)
+        refine exec_kv p f _ _ (by simpa using g.1) (by simpa using hs) (fun i hi => ?_)
+        simp only [Machine.leaseTimer_pools, Machine.leaseTimer_threads] at hi ⊢
+        have := g.2.2 i (by rw [g.2.1] at hi; exact hi)
+        simp only [Thread.heldOn, leasesHeld_appendLease] at this ⊢
+        (try dsimp only at *); omega
+    · next k heq =>
+      refine exec_kv p f _ _ hw hs (fun i hi => ?_)
+      have := hl i hi
+      simp only [Thread.heldOn, heq, frameHeld] at this ⊢
+      (try dsimp only at *); omega
+    · next st rest k heq =>
+      have hk : ∀ i, th.heldOn i = frameHeld i k + leasesHeld i th.leases := fun i => by
+        simp only [Thread.heldOn, heq, frameHeld]
+      -- a frame of statements holds nothing: the thread's count is its continuation's after it
+      have same : ∀ (th' : Thread), th'.serial = th.serial → (∀ i, th'.heldOn i = th.heldOn i) →
+          ∀ i, i < m.pools.length → othersHeld i m.threads th'.serial + th'.heldOn i ≤ (getPool m.pools i).used := by
+        intro th' e1 e2 i hi
+        rw [e1, e2]
+        exact hl i hi
+      cases st with
+      | set i e => exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | observe j e => exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | stop =>
+        try dsimp only
+        have g1 := releaseAll_kv p.blocks p.caps th.serial th.attrs m.now k m.pools
+          (fun i => othersHeld i m.threads th.serial + leasesHeld i th.leases) hw (fun i hi => by
+            have := hl i hi
+            rw [hk] at this
+            (try dsimp only at *); omega)
+        have g2 := endLeases_kv p.blocks p.caps th.serial th.attrs m.now th.leases _
+          (fun i => othersHeld i m.threads th.serial) g1.1 (fun i hi => by
+            rw [g1.2.1] at hi
+            have := g1.2.2 i hi
+            (try dsimp only at *); omega)
+        refine KvRun.put g2.1 hs (fun i hi => ?_)
+        rw [g2.2.1, g1.2.1] at hi
+        have := g2.2.2 i (by rw [g1.2.1]; exact hi)
+        simp only [Thread.heldOn, frameHeld, leasesHeld]
+        (try dsimp only at *); omega
+      | release j =>
+        try dsimp only
+        split
+        · have g := releaseIn_kv p.blocks p.caps th.serial th.attrs m.now j k m.pools
+            (fun i => othersHeld i m.threads th.serial + leasesHeld i th.leases) hw (fun i hi => by
+              have := hl i hi
+              rw [hk] at this
+              (try dsimp only at *); omega)
+          refine exec_kv p f _ _ g.1 hs (fun i hi => ?_)
+          have := g.2.2 i (by rw [g.2.1] at hi; exact hi)
+          simp only [Thread.heldOn, frameHeld]
+          (try dsimp only at *); omega
+        · have g := endLeasesOn_kv p.blocks p.caps th.serial th.attrs m.now j th.leases m.pools
+            (fun i => othersHeld i m.threads th.serial + frameHeld i k) hw (fun i hi => by
+              have := hl i hi
+              rw [hk] at this
+              (try dsimp only at *); omega)
+          refine exec_kv p f _ _ g.1 hs (fun i hi => ?_)
+          have := g.2.2 i (by rw [g.2.1] at hi; exact hi)
+          simp only [Thread.heldOn, frameHeld]
+          (try dsimp only at *); omega
+      | branch t yes no => exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | «while» t body =>
+        try dsimp only
+        split
+        · exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+        · exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | loop body => exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | turn =>
+        try dsimp only
+        split
+        · have h := KvRun.put hw hs hl
+          exact ⟨h.1, h.2.1, h.2.2⟩
+        · exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | run s w =>
+        try dsimp only
+        split
+        · exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+        · refine KvRun.put (by rw [Machine.addJob_pools]; exact hw) (by rw [Machine.addJob_threads]; exact hs) ?_
+          rw [Machine.addJob_pools, Machine.addJob_threads]
+          exact same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld])
+      | step s dec g w =>
+        try dsimp only
+        split
+        · exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+        · exact KvRun.put hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | hold on reuse cache body =>
+        try dsimp only
+        split
+        · have g1 := releaseAll_kv p.blocks p.caps th.serial th.attrs m.now k m.pools
+            (fun i => othersHeld i m.threads th.serial + leasesHeld i th.leases) hw (fun i hi => by
+              have := hl i hi
+              rw [hk] at this
+              (try dsimp only at *); omega)
+          have g2 := endLeases_kv p.blocks p.caps th.serial th.attrs m.now th.leases _
+            (fun i => othersHeld i m.threads th.serial) g1.1 (fun i hi => by
+              rw [g1.2.1] at hi
+              have := g1.2.2 i hi
+              (try dsimp only at *); omega)
+          refine KvRun.put g2.1 hs (fun i hi => ?_)
+          rw [g2.2.1, g1.2.1] at hi
+          have := g2.2.2 i (by rw [g1.2.1]; exact hi)
+          simp only [Thread.heldOn, frameHeld, leasesHeld]
+          (try dsimp only at *); omega
+        · split
+          · exact KvRun.put hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+          · rename_i h0 _
+            refine KvRun.put ?_ hs ?_
+            · exact withinCaps_setPool _ _ _ _ hw (hw _)
+            · intro i hi
+              rw [setPool_length] at hi
+              refine Nat.le_trans (same { th with k := .stmts rest :: k } rfl
+                (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]) i hi)
+                (Nat.le_of_eq ?_)
+              refine (getPool_setPool_used _ _ _ ?_ i).symm
+              rfl
 
 end Serq.Kernel
