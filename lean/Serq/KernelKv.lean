@@ -793,4 +793,80 @@ theorem exec_kv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), withi
               refine (getPool_setPool_used _ _ _ ?_ i).symm
               rfl
 
+/-! ### Running the ready threads, and the events -/
+
+theorem runReady_kv (p : Program) (f : Nat) (m : Machine) : KvRun p.caps m → KvRun p.caps (runReady p f m) := by
+  fun_induction runReady p f m <;> intro hm
+  · exact hm
+  · exact hm
+  · rename_i ih
+    exact ih (exec_kv p _ _ _ hm.1 hm.2.1 (Ledger.take hm.2.2 hm.2.1 _))
+
+theorem Machine.advanceHolds_kv (caps : List Nat) : ∀ (rs : List Resident) (m : Machine), KvRun caps m →
+    KvRun caps (m.advanceHolds rs)
+  | [], m, hm => hm
+  | r :: rs, m, hm => by
+    simp only [Machine.advanceHolds]
+    split
+    all_goals first
+      | exact Machine.advanceHolds_kv caps rs m hm
+      | (refine Machine.advanceHolds_kv caps rs _ (KvRun.put hm.1 hm.2.1 (fun i hi => ?_))
+         have := Ledger.take hm.2.2 hm.2.1 r.thread i hi
+         simp only [Thread.heldOn, advancePart_frameHeld] at this ⊢
+         exact this)
+
+theorem leasesHeld_leasesWithout (i id : Nat) : ∀ (ls : List Lease) (l : Lease), leaseNumbered id ls = some l →
+    leasesHeld i (leasesWithout id ls) + heldOn i [l.part] = leasesHeld i ls
+  | [], _, e => by simp [leaseNumbered] at e
+  | x :: xs, l, e => by
+    simp only [leaseNumbered] at e
+    simp only [leasesWithout]
+    split at e
+    · rename_i hx
+      cases e
+      simp only [hx, ↓reduceIte, leasesHeld]
+      omega
+    · rename_i hx
+      simp only [hx, Bool.false_eq_true, ↓reduceIte, leasesHeld]
+      have := leasesHeld_leasesWithout i id xs l e
+      omega
+
+/-- Every event keeps KV conservation and its ledger. -/
+theorem fire_kv (p : Program) (m : Machine) (w : Wake) (hm : KvRun p.caps m) : KvRun p.caps (fire p m w) := by
+  cases w with
+  | resume t => exact hm
+  | arrival a =>
+    simp only [fire]
+    split
+    · exact hm
+    · exact hm
+  | fifoDone s' t =>
+    simp only [fire]
+    split
+    · exact hm
+    · exact hm
+  | iterationEnd s' =>
+    simp only [fire]
+    have ha := Machine.advanceHolds_kv p.caps (getEngineState m.engines s').residents m hm
+    exact ⟨ha.1, ha.2.1, ha.2.2⟩
+  | leaseEnd t id =>
+    simp only [fire]
+    split
+    · exact hm
+    · next l hl =>
+      have e := fun i => leasesHeld_leasesWithout i id _ l hl
+      have g := endLease_kv p.blocks p.caps (getThread m.threads t).serial (getThread m.threads t).attrs m.now m.pools l
+        (fun i => othersHeld i m.threads (getThread m.threads t).serial +
+          (frameHeld i (getThread m.threads t).k + leasesHeld i (leasesWithout id (getThread m.threads t).leases)))
+        hm.1 (fun i hi => by
+          have h1 := Ledger.take hm.2.2 hm.2.1 t i hi
+          have h2 := e i
+          simp only [Thread.heldOn] at h1
+          dsimp only
+          omega)
+      refine KvRun.put g.1 hm.2.1 (fun i hi => ?_)
+      have := g.2.2 i (by rw [g.2.1] at hi; exact hi)
+      simp only [Thread.heldOn]
+      exact this
+
 end Serq.Kernel
