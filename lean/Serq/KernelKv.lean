@@ -869,4 +869,65 @@ theorem fire_kv (p : Program) (m : Machine) (w : Wake) (hm : KvRun p.caps m) : K
       simp only [Thread.heldOn]
       exact this
 
+/-! ### An admission, a growth -/
+
+/-- A hold admitted from pool `i`'s queue once it `fits` (naming each pool once, its pools evicting
+`lru`) keeps KV conservation and its ledger: its parts go to its thread's continuation as its units go to
+the pools' `used`. -/
+theorem Machine.admitWaiter_kv (p : Program) (m : Machine) (stage : List Nat) (i j : Nat) (hm : KvRun p.caps m)
+    (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
+      (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
+      (getWaiter (getPool m.pools i).queue j).on = true)
+    (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup)
+    (hlru : ∀ h ∈ (getWaiter (getPool m.pools i).queue j).on, getKeys p.evictKeys h.pool = []) :
+    KvRun p.caps (m.admitWaiter p stage i j) := by
+  have hw := Machine.admitWaiter_within p m stage i j hm.1 hfit hnd hlru
+  have ht := Ledger.take hm.2.2 hm.2.1 (getWaiter (getPool m.pools i).queue j).thread
+  unfold Machine.admitWaiter at hw ⊢
+  dsimp only at hw ⊢
+  refine KvRun.put hw hm.2.1 (fun k hk => ?_)
+  simp only [Thread.heldOn, frameHeld]
+  refine Nat.le_trans (Nat.le_of_eq ?_) ((admitOn_ledger p _ _ _ _ _ _ _ _ _ _
+    (fun k => othersHeld k m.threads (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial +
+      (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).heldOn k) ?_).2 k ?_)
+  · simp only [Thread.heldOn]
+    omega
+  · intro k' hk'
+    rw [setPool_length] at hk'
+    refine Nat.le_trans (ht k' hk') (Nat.le_of_eq ?_)
+    refine (getPool_setPool_used _ _ _ ?_ k').symm
+    rfl
+  · rw [admitOn_length] at hk
+    exact hk
+
+/-- A growth that fits (`Machine.serveOne`'s `preempt none` check) keeps KV conservation and its ledger:
+the part `partOn` found grows by what its pool's `used` grows by. -/
+theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hm : KvRun p.caps m)
+    (hpart : partOn (getThread m.threads t).k i = some h) (hgrow : h.units ≤ want)
+    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) (hlru : getKeys p.evictKeys i = []) :
+    KvRun p.caps (m.grown p t i want h) := by
+  have hw : withinCaps p.caps (m.grown p t i want h).pools := by
+    simp only [Machine.grown, Machine.put]
+    exact withinCaps_setPool _ _ _ _ hm.1 (evictIn_within p _ _ _ i _ _ hlru hfit)
+  have ht := Ledger.take hm.2.2 hm.2.1 t
+  have hsp := partOn_spec _ _ _ hpart
+  simp only [Machine.grown] at hw ⊢
+  refine KvRun.put hw hm.2.1 (fun k hk => ?_)
+  rw [setPool_length] at hk
+  have hg := growPart_frameHeld k i want _ h hpart
+  have h1 := ht k hk
+  simp only [Thread.heldOn] at h1 ⊢
+  by_cases hik : i = k
+  · subst hik
+    rw [getPool_setPool_lt _ _ _ hk]
+    have hh : heldOn i [h] = h.units := by
+      simp only [heldOn, hsp.1, hsp.2, and_self, ↓reduceIte]
+      omega
+    simp only [↓reduceIte] at hg
+    dsimp only
+    omega
+  · rw [getPool_setPool_ne _ _ _ _ hik]
+    simp only [hik, ↓reduceIte] at hg
+    omega
+
 end Serq.Kernel
