@@ -930,4 +930,35 @@ theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held)
     simp only [hik, ↓reduceIte] at hg
     omega
 
+/-- An engine serves a resident (no preemption): a growth only once it fits. -/
+theorem Machine.serveOne_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) (s : Nat)
+    (m : Machine) (b : Batch) (r : Resident) (n : Nat) (hm : KvRun p.caps m) : KvRun p.caps (m.serveOne p s b r n).1 := by
+  simp only [Machine.serveOne]
+  repeat' split
+  all_goals first
+    | exact hm
+    | exact absurd (hpre _) (by assumption)
+    | exact Machine.grown_kv p m _ _ _ _ hm (by assumption) (by omega) (by assumption) (hlru _)
+
+theorem serveIn_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) (s chunk : Nat)
+    (q : Option Expr) : ∀ (ts : List Nat) (m : Machine) (b : Batch), KvRun p.caps m →
+    KvRun p.caps (serveIn p s chunk q ts m b).1 := by
+  intro ts
+  induction ts with
+  | nil => intro m b hm; exact hm
+  | cons t ts ih =>
+    intro m b hm
+    simp only [serveIn]
+    repeat' split
+    all_goals first
+      | exact hm
+      | exact ih _ _ hm
+      | exact Machine.serveOne_kv p hpre hlru _ _ _ _ _ hm
+      | exact ih _ _ (Machine.serveOne_kv p hpre hlru _ _ _ _ _ hm)
+
+theorem serveOrdered_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) (s : Nat)
+    (m : Machine) (running : List Nat) (chunk : Nat) (q : Option Expr) (b : Batch) (keys : List Expr)
+    (rs : List Resident) (hm : KvRun p.caps m) : KvRun p.caps (serveOrdered p s m running chunk q b keys rs).1 := by
+  cases keys <;> simp only [serveOrdered] <;> exact serveIn_kv p hpre hlru s chunk q _ m b hm
+
 end Serq.Kernel
