@@ -37,6 +37,7 @@ public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
 public import Serq.KernelRequests
 public import Serq.KernelKv
+public import Serq.KernelKvRun
 
 /-! # serQ in Lean
 

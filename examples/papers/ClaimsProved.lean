@@ -21,6 +21,7 @@ public import Serq.KernelAtEnd
 public import Serq.SptOptimal
 public import Serq.KernelConserve
 public import Serq.KernelRequests
+public import Serq.KernelKvRun
 
 /-! # The proofs of the paper programs' claims
 
@@ -392,5 +393,20 @@ theorem svf_requests_every_run (n fuel : Nat) :
     decide +kernel
   exact Serq.Kernel.runProgram_requests _ fuel (Serq.Kernel.DistinctProgram.of_check _ hc)
     (Serq.Kernel.TurnsOutside.of_check _ ht)
+
+/-- KV conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
+`Serq.Kernel.runProgram_kv_conserved` (lean/Serq/KernelKvRun.lean): at the end of every run (and at every
+point of it) every pool's allocations and cache are within its cap. The hypotheses (its hold statements name
+each pool once, no preemption, `evict lru`) are decided on the program's value. -/
+theorem svf_kv_conserved (n fuel : Nat) :
+    ∀ j, (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).used +
+      Serq.Kernel.cachedUnits
+        (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).entries ≤
+      Serq.Kernel.getAt Papers.Claims.Svf.program.caps j := by
+  have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
+  have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
+  have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
+  exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
+    (Serq.Kernel.natsZero_getAt _ h3) (Serq.Kernel.LruPools.of_check _ h2)
 
 end Papers
