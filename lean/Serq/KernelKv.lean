@@ -41,13 +41,13 @@ Proved here, at the level of the pools (what every machine function does to them
   nothing twice when every entry is the thread of its serial (`threadsHeld_take`, under `SerialAt`, which
   `Machine.put` keeps: `SerialAt.set`).
 
-What remains for `withinCaps` at every run's end (`docs/lean.md`, issue 14's results, row 6): carrying
-`withinCaps ∧ SerialAt ∧ Ledger` through the machine functions (`exec`, whose invariant is the ledger
-of the thread list with the running thread written back, `setThread m.threads th.serial th`;
-`Machine.admitWaiter` from `retryQueue` and `admitOne`, where `fits` is checked, and which needs
-`HoldsOnce` to reach the waiting holds: an invariant that every waiting hold is one of the program's hold
-statements; `Machine.serveOne`'s growth; `fire`'s lease end; `settle`, `startIteration`, `loop`), each a
-composition of the lemmas here.
+Carried through the machine: `KvRun caps m` (`withinCaps`, `SerialAt`, `Ledger`) is kept by a thread's
+run (`exec_kv`: while it runs, the ledger counts it beside every other thread, `othersHeld`, since the
+thread list keeps a stale copy of it until `Machine.put` writes it back at its serial: `KvRun.put`,
+`Ledger.take`), `runReady_kv`, every event (`fire_kv`), an admission that `fits` with a hold naming each
+pool once on `lru` pools (`Machine.admitWaiter_kv`), a growth that fits (`Machine.grown_kv`) and the
+serving without preemption (`Machine.serveOne_kv`, `serveIn_kv`, `serveOrdered_kv`). `Serq.KernelKvRun`
+keeps the admissions' hypothesis through every run and concludes `runProgram_kv_conserved`.
 -/
 @[expose] public section
 
