@@ -37,6 +37,9 @@ public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
 public import Serq.OracleDistinct
+public import Serq.KernelRequests
+public import Serq.KernelKv
+public import Serq.KernelKvRun
 
 /-! # serQ in Lean
 

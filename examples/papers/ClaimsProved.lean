@@ -20,6 +20,8 @@ public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
 public import Serq.KernelConserve
+public import Serq.KernelRequests
+public import Serq.KernelKvRun
 
 /-! # The proofs of the paper programs' claims
 
@@ -365,5 +367,43 @@ theorem svf_kv_hypotheses (n : Nat) :
   have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
   have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
   exact ⟨Serq.Kernel.HoldsOnce.of_check _ h1, Serq.Kernel.LruPools.of_check _ h2⟩
+
+/-- Request conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
+`Serq.Kernel.runProgram_requests` (lean/Serq/KernelRequests.lean): every session's thread is in at most
+one place (waiting in the `reqs` queue, running on the engine, or elsewhere: never two, never twice), its
+open turn is not answered, and no turn is answered twice. The hypotheses (`DistinctProgram`: no renewal
+beside a trace; `TurnsOutside`: no `turn` in the turn block, the server or a hold's body; `NoPreemption`)
+are checked on the program's value. -/
+theorem svf_requests_every_run (n fuel : Nat) :
+    (∀ t, (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).placed
+      Papers.Claims.Svf.program.gap t ≤ 1) ∧
+    ∀ th ∈ (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads,
+      (th.inTurn = true → ∀ a ∈ th.answers, a.turn ≠ th.turns) ∧
+        th.answers.Pairwise (fun a b => a.turn ≠ b.turn) := by
+  have hc : (Papers.Claims.Svf.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) = true := by
+    decide +kernel
+  have hn : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
+  have ht : (Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.turnBlock &&
+      Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.server &&
+      Papers.Claims.Svf.program.allStmts Serq.Kernel.holdBodyTurnFree) = true := by
+    decide +kernel
+  exact Serq.Kernel.runProgram_requests _ fuel (Serq.Kernel.DistinctProgram.of_check _ hc)
+    (Serq.Kernel.TurnsOutside.of_check _ ht) (Serq.Kernel.NoPreemption.of_check _ hn)
+
+/-- KV conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
+`Serq.Kernel.runProgram_kv_conserved` (lean/Serq/KernelKvRun.lean): at the end of every run (and at every
+point of it) every pool's allocations and cache are within its cap. The hypotheses (its hold statements name
+each pool once, no preemption, `evict lru`) are decided on the program's value. -/
+theorem svf_kv_conserved (n fuel : Nat) :
+    ∀ j, (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).used +
+      Serq.Kernel.cachedUnits
+        (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).entries ≤
+      Serq.Kernel.getAt Papers.Claims.Svf.program.caps j := by
+  have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
+  have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
+  have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
+  exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
+    (Serq.Kernel.natsZero_getAt _ h3) (Serq.Kernel.LruPools.of_check _ h2)
 
 end Papers

@@ -32,8 +32,8 @@ bounds the first token by.
 
 KV conservation (`used + cachedUnits entries ≤ cap` per pool) is proved here for its local steps only
 (an admission, a growth, a release, the eviction: `admitOn_within`, `Machine.admitWaiter_within`,
-`Machine.grown_within`, `giveBack_one_within`, `makeRoom_within`), not yet for every run: see the
-section's documentation below.
+`Machine.grown_within`, `giveBack_one_within`, `makeRoom_within`); for every run with its ledger in
+`Serq.KernelKv` and `Serq.KernelKvRun` (`runProgram_kv_conserved`).
 -/
 @[expose] public section
 
@@ -540,8 +540,8 @@ entries (`entries`); result 6's KV conservation is `used + cachedUnits entries �
 Proved here are its local steps: an admission or a growth whose allocation fits the cap
 (`used ≤ cap` after it, what `fits` and `growPreempting` check) leaves the pool within the cap once its
 cache has given way under `evict lru` (`makeRoom_within`, `evictIn_within`, `Machine.grown_within`), and
-the eviction never adds to the cache (`makeRoom_cached_le`). What is left open for every run is
-the global part (`docs/lean.md`, issue 14's results, row 6).
+the eviction never adds to the cache (`makeRoom_cached_le`). The global part, the ledger that every
+release needs and the run, is `Serq.KernelKv` and `Serq.KernelKvRun` (`runProgram_kv_conserved`).
 -/
 
 /-- A whole number of blocks covering `x`: at least `x`. -/
@@ -790,9 +790,8 @@ theorem Machine.admitWaiter_within (p : Program) (m : Machine) (stage : List Nat
 The local steps above assume of an admitted hold that it names each pool once, and of its pools that
 they evict `lru`. Of a program: every hold statement names each pool once (`HoldsOnce`, decided by
 `holdsOnceOn` over every statement, `HoldsOnce.of_check`), and no pool has `evict by` keys (`LruPools`,
-decided by `noEvictKeys`, `LruPools.of_check`). What a proof over every run still needs besides is that
-every waiting or requeued hold is one of the program's hold statements (the statement provenance,
-`Serq.KernelProvenance`, keeps their bodies, not yet their pools) and the ledger (`docs/lean.md`). -/
+decided by `noEvictKeys`, `LruPools.of_check`). Over every run, that every waiting hold is one of the program's hold statements is
+`Serq.KernelKvRun`'s `StmtInv`, and the ledger is `Serq.KernelKv`'s. -/
 
 /-- The hold's pools, each named once. -/
 def distinctPools : List HoldOn → Bool
