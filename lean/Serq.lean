@@ -36,7 +36,7 @@ public import Serq.KernelPlaced
 public import Serq.KernelDistinct
 public import Serq.KernelAdmitFull
 public import Serq.KernelConserve
-public import Serq.OracleDistinct
+public import Serq.KernelOracleDistinct
 public import Serq.KernelRequests
 public import Serq.KernelKv
 public import Serq.KernelKvRun

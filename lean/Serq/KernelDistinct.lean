@@ -46,7 +46,7 @@ Pools admitted by an engine (`pool reqs on S`) are covered: an engine's admissio
 its queue and runs its thread at once (`admitOne_keeps`). So every run of every program with
 `DistinctProgram`, preempting or not, has no thread twice a resident of any engine
 (`runProgram_threadsDistinct`, through `runProgram_placed`; on the vLLM oracle program, which preempts,
-`Serq.Oracle.vllm_request_residents_distinct` in `OracleDistinct.lean`), and `Placed p.gap` is a
+`Serq.Oracle.vllm_request_residents_distinct` in `KernelOracleDistinct.lean`), and `Placed p.gap` is a
 `DistinctInvariant` of it (`Placed.distinctInvariant`).
 `runProgram_full_or_short` is then `full_or_short` for every run with hypotheses on the program only
 (those of `runProgram_full_or_short_of_distinct`, among them that no pool is admitted by the engine `s`
