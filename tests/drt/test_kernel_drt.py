@@ -389,15 +389,15 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "lease_never_expires": _by_patching(_lease_never_expires),
            "granule_admits_after": _by_patching(_granule_admits_after),
            "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order)}
-PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's fourth is past 1 000)
+PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug, in the kernel-checked batch and among the compiled lines alike: the search for them
 # (the interpreter twice a seed, up to thousands of seeds a bug) is done once a run and its cases shared
 PLANTED_WANTED = 4
 
 
 @functools.cache
-def _planted_cases(bug: str, wanted: int = PLANTED_WANTED) -> list[tuple[int, KernelCase, KernelObserved]]:
-    """The first `wanted` generated cases (seeds 0, 1, 2, ...) whose answers the planted bug changes.
+def _planted_cases(bug: str) -> list[tuple[int, KernelCase, KernelObserved]]:
+    """The first PLANTED_WANTED generated cases (seeds 0, 1, 2, ...) whose answers the planted bug changes.
     Fixed seeds, not fresh random ones: whether a bug is exercised must not depend on the run.
     (Cached: the kernel-checked batch and the compiled run read the same cases; neither mutates them.)"""
     found: list[tuple[int, KernelCase, KernelObserved]] = []
@@ -407,7 +407,7 @@ def _planted_cases(bug: str, wanted: int = PLANTED_WANTED) -> list[tuple[int, Ke
         sessions, records = PLANTED[bug](case, right)
         if (tuple(sessions), tuple(records)) != (right.sessions, right.records):
             found.append((len(found), case, KernelObserved(right.value, tuple(sessions), tuple(records))))
-            if len(found) == wanted:
+            if len(found) == PLANTED_WANTED:
                 return found
     raise AssertionError(f"only {len(found)} of the first {PLANTED_SEARCH} generated cases exercise "
                          f"{bug}: the generator rarely reaches it")
