@@ -404,6 +404,6 @@ theorem svf_kv_conserved (n fuel : Nat) :
   have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
   have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
-    (Serq.Kernel.natsZero_getAt _ h3) (Serq.Kernel.LruPools.of_check _ h2)
+    (Serq.Kernel.NoPreemption.of_check _ h3) (Serq.Kernel.LruPools.of_check _ h2)
 
 end Papers

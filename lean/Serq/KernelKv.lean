@@ -84,9 +84,6 @@ def threadsHeld (i : Nat) : List Thread → Nat
 def Ledger (ts : List Thread) (ps : List PoolState) : Prop :=
   ∀ i, i < ps.length → threadsHeld i ts ≤ (getPool ps i).used
 
-/-- KV conservation with its ledger. -/
-def KvInv (caps : List Nat) (m : Machine) : Prop := withinCaps caps m.pools ∧ Ledger m.threads m.pools
-
 theorem heldOn_nil (i : Nat) : heldOn i [] = 0 := rfl
 
 theorem heldOn_cons (i : Nat) (h : Held) (hs : List Held) :

@@ -594,10 +594,10 @@ theorem initial_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) : KvInv
 /-- KV conservation (issue 14, result 6) at the end of every run, over the kernel interpreter: every pool's
 allocations and cache are within its cap (`used + cachedUnits entries ≤ cap`), for every program whose
 hold statements name each pool once (`holdsOnceOn` on every statement, as `HoldsOnce.of_check` decides
-it), whose growths never preempt (`preempt none`) and whose pools evict `lru`, and any fuel. (Every
+it), whose growths never preempt (`NoPreemption`: `preempt none`) and whose pools evict `lru`, and any fuel. (Every
 function of the machine keeps it, so it holds at every point of the run.) -/
 theorem runProgram_kv_conserved (p : Program) (fuel : Nat) (hp : p.allStmts holdsOnceOn = true)
-    (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) :
+    (hpre : NoPreemption p) (hlru : LruPools p) :
     ∀ j, (getPool (runProgram p fuel).pools j).used + cachedUnits (getPool (runProgram p fuel).pools j).entries ≤
       getAt p.caps j := by
   have h := loop_kvInv p hp hpre hlru fuel _ (endOfInstant_kvInv p hp hpre hlru fuel _
