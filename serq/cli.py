@@ -10,27 +10,36 @@ import click
 
 from serq.commandline import INSTANCE_HELP, guarded, link_program, parse_horizon, sources_of
 from serq.errors import SerqError, render
-from serq.leangen.commands import lean
-from serq.sim.commands import run
-from serq.sim.oracle_run import oracle
-from serq.leangen.export_cmd import claims, export
-from serq.explore import draw_command, plot_command, sweep_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose commands defined in other modules are imported only when named: `serq run`
+    then loads neither the Lean driver nor the oracle runner nor the plotting and sweep code, a
+    tenth of a second of imports a short run would otherwise pay (issue 15: a 10-arrival run starts
+    in under a second). `serq --help` lists every command, so it imports them all."""
+
+    def __init__(self, *args, lazy: dict[str, str], **kwargs):
+        super().__init__(*args, **kwargs)
+        self.lazy = lazy  # command name -> "module:attribute"
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.lazy])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.lazy:
+            import importlib
+            module, attribute = self.lazy[name].split(":")
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]},
+             lazy={"lean": "serq.leangen.commands:lean", "run": "serq.sim.commands:run",
+                   "oracle": "serq.sim.oracle_run:oracle", "draw": "serq.explore:draw_command",
+                   "sweep": "serq.explore:sweep_command", "plot": "serq.explore:plot_command"})
 @click.version_option(package_name="serq")
 def main() -> None:
     """serQ: compile, check, simulate and prove LLM-serving deployments."""
-
-
-lean.add_command(export)
-lean.add_command(claims)
-main.add_command(lean)
-main.add_command(run)
-main.add_command(oracle)
-main.add_command(draw_command)
-main.add_command(sweep_command)
-main.add_command(plot_command)
 
 
 @main.command("ir", context_settings={"ignore_unknown_options": False})

@@ -118,3 +118,19 @@ def test_an_input_may_give_the_closed_population(tmp_path):
     data = json.loads(run("ir", str(prog), "--set", "sessions=7").output)
     assert data["workload"]["arrival"] == {"kind": "closed", "sessions": 7,
                                            "at": {"file": "closed.sq", "line": 14, "col": 5}}
+
+
+def test_a_run_imports_only_what_it_runs():
+    """`serq run` loads its own command's modules, not the Lean driver, the oracle runner or the
+    sweep and plot code (the lazy command group); `serq --help` still lists every command."""
+    code = ("import sys; from serq.cli import main\n"
+            "try:\n    main(['run', sys.argv[1], '--arrivals', '3'])\nexcept SystemExit as e:\n    assert not e.code\n"
+            "print(sorted(m for m in ('serq.leangen.build', 'serq.leangen.commands', 'serq.sim.oracle_run',"
+            " 'serq.explore') if m in sys.modules), file=sys.stderr)")
+    out = subprocess.run([sys.executable, "-c", code, str(REPO / "examples/single-turn/mm1.sq")],
+                         capture_output=True, text=True, check=True)
+    assert out.stderr.strip().splitlines()[-1] == "[]"
+    listed = run("--help").output
+    for command in ("check", "draw", "ir", "lean", "oracle", "plot", "run", "sweep", "target"):
+        assert f"\n  {command} " in listed
+    assert "export" in run("lean", "--help").output

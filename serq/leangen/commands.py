@@ -9,6 +9,7 @@ import click
 
 from serq.commandline import guarded
 from serq.leangen import build as B
+from serq.leangen.export_cmd import claims, export
 
 
 def _progress(quiet: bool):
@@ -45,6 +46,10 @@ def _summary(result: B.BuildResult) -> str:
 @click.group()
 def lean() -> None:
     """Build and check the project's Lean proofs."""
+
+
+lean.add_command(export)
+lean.add_command(claims)
 
 
 @lean.command("build")
