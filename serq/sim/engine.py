@@ -9,7 +9,8 @@ After every event the engine settles (`settle`): it runs every ready thread in
 the order it became ready, then retries growers and admissions at every pool
 not served by a step stage, in declaration order, until nothing changes. The
 step-stage hook (`_start_iterations`) runs last, when no other event is
-pending at the instant; step stages themselves are refused for now.
+pending at the instant: each idle step stage then plans and starts an iteration
+(serq.sim.steps, StepStage.start).
 
 Events are heap entries `(time, seq, fn, arg)`; `seq` orders events at one
 instant by the order they were scheduled, and a cancelled event is one whose
@@ -33,6 +34,10 @@ from serq.ir import models as ir
 from serq.limits import COUNT_LIMIT, LIVE_LIMIT
 from serq.sim.interrupts import STATE as _INTERRUPTS
 from serq.sim.errors import Refused, RunError, shown as _num
+from serq.errors import SerqError
+from serq.syntax.ast import Span
+from serq.sim.build import build
+from serq.sim.compile import FILENAME
 from serq.sim.holds import Holds
 from serq.sim.pools import PoolMember, check_amount
 from serq.sim.rng import DrawError, Streams
@@ -69,7 +74,6 @@ class Engine(Holds):
         """`log_turns`: keep every turn's outcome (`turn_log`) and every observation (`observe_log`),
         for the comparisons of serq.sim.oracle_run and the differential tests; a run's memory then
         grows with its turns."""
-        from serq.sim.build import build
         self.program = program
         self.seed = seed
         self.horizon = horizon
@@ -319,7 +323,6 @@ class Engine(Holds):
     # ================================================================ errors
     def located(self, e: Exception, T: Thread | None = None, loc=None) -> "SimRunError":
         """The run-time error as the project's error: the session, the statement, the message."""
-        from serq.sim.compile import FILENAME
         if isinstance(e, SimRunError):
             return e
         message = e.message if isinstance(e, RunError) else str(e)
@@ -670,7 +673,6 @@ class Engine(Holds):
         L.leg_no = S.leg_count
         # the fork statement's place, for an error that a leg outlives its session: the generated
         # line that calls this (forks are rare; the frame lookup costs nothing on the hot path)
-        from serq.sim.compile import FILENAME
         caller = sys._getframe(1)
         if caller.f_code.co_filename == FILENAME and 0 < caller.f_lineno <= len(self.line_locs):
             L.fork_loc = self.line_locs[caller.f_lineno - 1]
@@ -822,8 +824,6 @@ class SimRunError(Exception):
         self.now = now
 
     def to_serq(self):
-        from serq.errors import SerqError
-        from serq.syntax.ast import Span
         span = Span(self.loc.file, self.loc.line, self.loc.col) if self.loc is not None else None
         where = f"{self.who}, " if self.who else ""
         return SerqError(f"at time {_num(self.now)}, {where}{self.message}", span, "run")
