@@ -1,0 +1,415 @@
+module
+
+public import Serq.Backlog
+
+/-! # The pathwise bounded backlog with decodes (Dai et al. 2025, Theorem 2(b), issue 14 result 2)
+
+`Serq.backlog_bounded` (`Backlog.lean`) covers requests of at most one output token. Here each
+session's one turn has a `P`-token prompt and `D` output tokens (`D ≤ 1`: at most one): the prefill
+samples the first, then `D - 1` decode iterations of one token each follow, whatever the budget. A
+request's work is `W = P + (D - 1)` tokens. If a request's whole life fits in a gap,
+`P + B · (D - 1) ≤ B · g` (its `⌈P / B⌉` prefill iterations and `D - 1` decode iterations take at
+most `g` steps), then every iteration record has `arrived · W ≤ served + W`
+(`Serq.backlog_decode_bounded`).
+
+The hypotheses on the engine: a request slot, and the KV pool holds one request's blocks at its
+longest (`blocksFor blockSize W ≤ kvBlocks`: the last decode writes token `W`). Any chunk cap, either
+schedule (`phased`), a prefix cache or none. Proved, not assumed: at most one request is in flight,
+so the request cap and the KV pool never bind and nothing is preempted.
+
+The invariant (`BacklogDecode.Inv`): the resident, if any, is a prefill (`pos + remaining = P`,
+within `P`'s blocks, knowing its `P` prompt tokens, with `D` outputs) or a decode
+(`0 < remaining ≤ D - 1`, `pos + remaining = W`, within `W`'s blocks); conservation,
+`arrived · W = served + left` with `left` the prefill's `remaining + (D - 1)` or the decode's
+`remaining`; the pending arrivals spaced by `g` (`Backlog.Spaced`); and the resident is done by the
+next arrival, `B · now + life ≤ B · next` (`Backlog.HeadAfter`), `life` the prefill's
+`remaining + B · (D - 1)` or the decode's `B · remaining` (a decode takes one step per token); the
+cache's entries and the resident are of sessions before every pending arrival's.
+-/
+
+@[expose] public section
+
+namespace Serq
+
+/-- The renewal workload with decodes from the `k`-th session on: the `k`-th (from 0) arrives at
+step `(k + 1) · g` with exactly one turn, of `P` prompt tokens and `D` output tokens (at most one
+when `D ≤ 1`: `out - 1 = D - 1`). -/
+def RenewalDecode (g P D : Nat) : Nat → List Session → Prop
+  | _, [] => True
+  | k, s :: ss => s.arrive = (k + 1) * g ∧ (∃ t, s.turns = [t] ∧ t.new = P ∧ t.out - 1 = D - 1) ∧
+      RenewalDecode g P D (k + 1) ss
+
+/-- The family of `Backlog.lean` is the one with `D = 1`. -/
+theorem renewalDecode_one (g P : Nat) : ∀ (k : Nat) (ss : List Session),
+    RenewalSessions g P k ss → RenewalDecode g P 1 k ss
+  | _, [], _ => trivial
+  | k, _ :: ss, ⟨ha, ⟨t, ht, hn, ho⟩, hr⟩ => ⟨ha, ⟨t, ht, hn, by omega⟩, renewalDecode_one g P (k + 1) ss hr⟩
+
+namespace BacklogDecode
+
+open Backlog
+
+theorem renewal_turns (g P D : Nat) : ∀ (k : Nat) (ss : List Session), RenewalDecode g P D k ss →
+    ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out - 1 = D - 1
+  | _, [], _, s, hs => by simp at hs
+  | k, x :: xs, ⟨_, ⟨t, ht, _, hout⟩, hrest⟩, s, hs => by
+    rcases List.mem_cons.mp hs with rfl | hs
+    · exact ⟨t, ht, hout⟩
+    · exact renewal_turns g P D (k + 1) xs hrest s hs
+
+theorem firstTurns_spaced (g P D : Nat) (hg : 0 < g) : ∀ (k : Nat) (ss : List Session),
+    RenewalDecode g P D k ss →
+    Spaced g P ((k + 1) * g) (firstTurns k ss) ∧ ∀ q ∈ firstTurns k ss, k ≤ q.sid
+  | _, [], _ => ⟨trivial, fun q hq => by simp [firstTurns] at hq⟩
+  | k, s :: ss, ⟨ha, ⟨t, ht, hnew, _⟩, hrest⟩ => by
+    obtain ⟨ih, isid⟩ := firstTurns_spaced g P D hg (k + 1) ss hrest
+    have hlt : ∀ q ∈ firstTurns (k + 1) ss, s.arrive < q.time := by
+      intro q hq
+      have := spaced_le ih q hq
+      rw [ha]
+      have : (k + 1 + 1) * g = (k + 1) * g + g := Nat.succ_mul _ _
+      omega
+    simp only [firstTurns, ht]
+    rw [insertPending_front _ _ hlt]
+    refine ⟨⟨by rw [ha]; exact Nat.le_refl _, hnew, rfl, fun q hq => by have := isid q hq; dsimp only; omega,
+      ?_⟩, ?_⟩
+    · have : (k + 1 + 1) * g = s.arrive + g := by rw [ha]; exact Nat.succ_mul _ _
+      rw [← this]
+      exact ih
+    · intro q hq
+      rcases List.mem_cons.mp hq with rfl | hq
+      · exact Nat.le_refl _
+      · have := isid q hq; omega
+
+theorem nextTurn_one (ss : List Session) (hw : ∀ s ∈ ss, ∃ t, s.turns = [t]) (now : Nat)
+    (q : Req) (ps : List Pending) : nextTurn ss now q ps = ps := by
+  unfold nextTurn
+  cases hs : sessionAt ss q.sid with
+  | none => rfl
+  | some s =>
+    obtain ⟨t, ht⟩ := hw s (sessionAt_mem ss q.sid s hs)
+    simp [ht, turnAt]
+
+theorem newReq_out (eng : Engine) (ss : List Session) (D : Nat)
+    (hw : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out - 1 = D - 1) (p : Pending)
+    (hs : ∃ s, sessionAt ss p.sid = some s) (hp : p.turn = 0) : (newReq eng ss p).out - 1 = D - 1 := by
+  obtain ⟨s, hs⟩ := hs
+  obtain ⟨t, ht, hout⟩ := hw s (sessionAt_mem ss p.sid s hs)
+  unfold newReq
+  simp [hs, ht, hp, turnAt, hout]
+
+/-! ## One iteration, computed -/
+
+/-- The head of the queue, a fresh request of `P > 0` tokens, is admitted by an empty engine, knowing
+its `P` prompt tokens, and takes `min P budget` tokens. -/
+theorem admit_fresh (eng : Engine) (only : Option Bool) (fuel : Nat) (p : Plan) (rq : Req) (P : Nat)
+    (hw : p.waiting = [rq]) (hb : 0 < p.budget) (hdone : p.done = []) (hcap : 0 < eng.reqsCap)
+    (hch : p.chunk = 0) (hex : excluded only false = false) (hkept : rq.kept = P) (hcomp : rq.computed = 0)
+    (hown : ownCachedBlocks rq.sid p.cache = 0) (hP : 0 < P) (hK : blocksFor eng.blockSize P ≤ eng.kvBlocks) :
+    ∃ r, (admitHeads eng only (fuel + 1 + 1) p).done = [r] ∧ (admitHeads eng only (fuel + 1 + 1) p).waiting = [] ∧
+      (admitHeads eng only (fuel + 1 + 1) p).preempted = p.preempted ∧ r.decoding = false ∧
+      r.sched = min P p.budget ∧ r.pos = 0 ∧ r.remaining = P ∧ r.alloc ≤ blocksFor eng.blockSize P ∧
+      r.req.out = rq.out ∧ r.req.sid = rq.sid ∧ r.known = P ∧ r.req.prompt = rq.prompt ∧
+      ∀ Q : Nat → Prop, (∀ e ∈ p.cache, Q e.sid) → ∀ e ∈ (admitHeads eng only (fuel + 1 + 1) p).cache, Q e.sid := by
+  have hknown : max rq.kept (rq.computed + 1) = P := by rw [hkept, hcomp]; omega
+  have hunits : blocksFor eng.blockSize (min P p.budget) ≤ blocksFor eng.blockSize P :=
+    blocksFor_mono _ (by omega)
+  have hgo : ¬ (p.budget = 0 ∨ resCount p.done ≥ eng.reqsCap) := by simp only [hdone, resCount]; omega
+  rw [admitHeads, if_neg hgo]
+  simp only [hw, hknown, hown, Nat.zero_mul, Nat.zero_min, Nat.sub_zero, hch, capChunk_zero, hdone, usedBlocks,
+    Nat.zero_add, hex, Bool.false_eq_true, if_false]
+  rw [if_neg (by omega)]
+  rw [admitHeads_nil eng only _ _ rfl]
+  refine ⟨_, rfl, rfl, rfl, rfl, rfl, rfl, rfl, ?_, ?_, ?_, rfl, ?_,
+    fun Q hQ => evict_sid Q _ _ (consume_sid Q _ _ _ hQ)⟩
+  · simpa using hunits
+  · dsimp only
+    split <;> rfl
+  · dsimp only
+    split <;> rfl
+  · dsimp only
+    split <;> rfl
+
+/-- The plan of an empty machine with one fresh request in the queue: it is admitted. -/
+theorem plan_arrival (eng : Engine) (m : Machine) (rq : Req) (P : Nat) (hr : m.running = [])
+    (hcap : 0 < eng.reqsCap) (hB : 0 < eng.budget) (hkept : rq.kept = P) (hcomp : rq.computed = 0)
+    (hown : ∀ e ∈ m.cache, e.sid ≠ rq.sid) (hP : 0 < P) (hK : blocksFor eng.blockSize P ≤ eng.kvBlocks) :
+    ∃ x, (plan eng 0 m [rq]).done = [x] ∧ (plan eng 0 m [rq]).waiting = [] ∧
+      (plan eng 0 m [rq]).preempted = 0 ∧ x.decoding = false ∧
+      x.sched = min P eng.budget ∧ x.pos = 0 ∧ x.remaining = P ∧ x.alloc ≤ blocksFor eng.blockSize P ∧
+      x.req.out = rq.out ∧ x.req.sid = rq.sid ∧ x.known = P ∧ x.req.prompt = rq.prompt ∧
+      ∀ Q : Nat → Prop, (∀ e ∈ m.cache, Q e.sid) → ∀ e ∈ (plan eng 0 m [rq]).cache, Q e.sid := by
+  have hex : excluded (phaseOf eng m.running) false = false := excluded_prefill eng _ (by rw [hr]; rfl)
+  unfold plan
+  dsimp only
+  generalize phaseOf eng m.running = only at hex ⊢
+  rw [serveRunning_nil eng only _ _ (by simp [hr, clearSched])]
+  simp only [hr, clearSched, appendRes, reqCount, if_true]
+  exact admit_fresh eng only 0 _ rq P rfl hB rfl hcap rfl hex hkept hcomp (ownCachedBlocks_zero _ _ hown) hP hK
+
+/-- The plan of a machine whose only resident is a prefill and whose queue is empty: the resident is
+served `min remaining budget` tokens, within the KV pool. -/
+theorem plan_prefill (eng : Engine) (m : Machine) (r : Res) (P : Nat) (hr : m.running = [r])
+    (hB : 0 < eng.budget) (hd : r.decoding = false) (hrem : 0 < r.remaining) (hpos : r.pos + r.remaining = P)
+    (halloc : r.alloc ≤ blocksFor eng.blockSize P) (hK : blocksFor eng.blockSize P ≤ eng.kvBlocks) :
+    ∃ x, (plan eng 0 m []).done = [x] ∧ (plan eng 0 m []).waiting = [] ∧
+      (plan eng 0 m []).preempted = 0 ∧ x.decoding = false ∧
+      x.sched = min r.remaining eng.budget ∧ x.pos = r.pos ∧ x.remaining = r.remaining ∧
+      x.alloc ≤ blocksFor eng.blockSize P ∧ x.req = r.req ∧ x.known = r.known ∧
+      ∀ Q : Nat → Prop, (∀ e ∈ m.cache, Q e.sid) → ∀ e ∈ (plan eng 0 m []).cache, Q e.sid := by
+  have hex : excluded (phaseOf eng m.running) false = false := excluded_prefill eng _ (by simp [hr, anyDecoding, hd])
+  have hgrow : blocksFor eng.blockSize (r.pos + min r.remaining eng.budget) ≤ blocksFor eng.blockSize P :=
+    blocksFor_mono _ (by omega)
+  unfold plan
+  dsimp only
+  generalize phaseOf eng m.running = only at hex ⊢
+  simp only [hr, clearSched, resCount]
+  obtain ⟨h1, h2, h3, h4, h5⟩ := serve_one eng only 0
+    ⟨eng.budget, 0, [], [{ r with sched := 0 }], [], m.cache, m.relSeq, 0, false⟩ { r with sched := 0 }
+    rfl hB rfl rfl hd hrem hex (by simp only [usedBlocks]; omega)
+  simp only [h1, h2, h3, h4, appendRes, ↓reduceIte]
+  rw [admitHeads_nil eng only _ _ rfl]
+  refine ⟨{ r with alloc := r.alloc + (blocksFor eng.blockSize (r.pos + min r.remaining eng.budget) - r.alloc),
+                   sched := min r.remaining eng.budget }, rfl, rfl, rfl, hd, rfl, rfl, rfl, ?_, rfl, rfl,
+    fun Q hQ => h5 Q hQ⟩
+  show r.alloc + (blocksFor eng.blockSize (r.pos + min r.remaining eng.budget) - r.alloc) ≤ _
+  omega
+
+theorem excluded_decode (eng : Engine) (rs : List Res) (h : anyDecoding rs = true) :
+    excluded (phaseOf eng rs) true = false := by
+  unfold phaseOf
+  split <;> simp [excluded, h]
+
+/-- The only resident, a decode, takes one token; it fits, so nothing is preempted. -/
+theorem serve_decode (eng : Engine) (only : Option Bool) (fuel : Nat) (p : Plan) (r : Res)
+    (htodo : p.todo = [r]) (hb : 0 < p.budget) (hsp : p.selfPreempted = false)
+    (hd : r.decoding = true) (hrem : 0 < r.remaining) (hex : excluded only true = false)
+    (hfit : usedBlocks p.done + r.alloc + (blocksFor eng.blockSize (r.pos + 1) - r.alloc) ≤ eng.kvBlocks) :
+    (serveRunning eng only (fuel + 1 + 1) p).done = appendRes p.done
+        [{ r with alloc := r.alloc + (blocksFor eng.blockSize (r.pos + 1) - r.alloc), sched := 1 }] ∧
+      (serveRunning eng only (fuel + 1 + 1) p).todo = [] ∧
+      (serveRunning eng only (fuel + 1 + 1) p).waiting = p.waiting ∧
+      (serveRunning eng only (fuel + 1 + 1) p).preempted = p.preempted ∧
+      ∀ Q : Nat → Prop, (∀ e ∈ p.cache, Q e.sid) → ∀ e ∈ (serveRunning eng only (fuel + 1 + 1) p).cache, Q e.sid := by
+  have hg : growOrPreempt eng (resCount p.todo) (blocksFor eng.blockSize (r.pos + 1) - r.alloc) p = p := by
+    rw [htodo]
+    simp only [resCount, Nat.zero_add, growOrPreempt]
+    rw [if_pos (by simp only [htodo, usedBlocks]; omega)]
+  have hb0 : ¬ (p.budget = 0 ∨ p.selfPreempted = true) := by simp [hsp]; omega
+  have hrem0 : ¬ (r.remaining = 0 ∨ excluded only r.decoding = true) := by simp [hd, hex]; omega
+  rw [serveRunning, if_neg hb0]
+  simp only [htodo]
+  rw [if_neg hrem0]
+  simp only [hd, if_true]
+  rw [← htodo, hg, htodo]
+  simp only [hsp, Bool.false_eq_true, if_false, dropHead]
+  rw [serveRunning_nil eng only _ _ rfl]
+  exact ⟨rfl, rfl, rfl, rfl, fun Q hQ => evict_sid Q _ _ hQ⟩
+
+/-- The plan of a machine whose only resident is a decode and whose queue is empty: the resident is
+served its one token, within the KV pool. -/
+theorem plan_decode (eng : Engine) (m : Machine) (r : Res) (W : Nat) (hr : m.running = [r])
+    (hB : 0 < eng.budget) (hd : r.decoding = true) (hrem : 0 < r.remaining) (hpos : r.pos + 1 ≤ W)
+    (halloc : r.alloc ≤ blocksFor eng.blockSize W) (hK : blocksFor eng.blockSize W ≤ eng.kvBlocks) :
+    ∃ x, (plan eng 0 m []).done = [x] ∧ (plan eng 0 m []).waiting = [] ∧
+      (plan eng 0 m []).preempted = 0 ∧ x.decoding = true ∧
+      x.sched = 1 ∧ x.pos = r.pos ∧ x.remaining = r.remaining ∧
+      x.alloc ≤ blocksFor eng.blockSize W ∧ x.req = r.req ∧ x.known = r.known ∧
+      ∀ Q : Nat → Prop, (∀ e ∈ m.cache, Q e.sid) → ∀ e ∈ (plan eng 0 m []).cache, Q e.sid := by
+  have hex : excluded (phaseOf eng m.running) true = false := excluded_decode eng _ (by simp [hr, anyDecoding, hd])
+  have hgrow : blocksFor eng.blockSize (r.pos + 1) ≤ blocksFor eng.blockSize W := blocksFor_mono _ hpos
+  unfold plan
+  dsimp only
+  generalize phaseOf eng m.running = only at hex ⊢
+  simp only [hr, clearSched, resCount]
+  obtain ⟨h1, h2, h3, h4, h5⟩ := serve_decode eng only 0
+    ⟨eng.budget, 0, [], [{ r with sched := 0 }], [], m.cache, m.relSeq, 0, false⟩ { r with sched := 0 }
+    rfl hB rfl hd hrem hex (by simp only [usedBlocks]; omega)
+  simp only [h1, h2, h3, h4, appendRes, ↓reduceIte]
+  rw [admitHeads_nil eng only _ _ rfl]
+  refine ⟨{ r with alloc := r.alloc + (blocksFor eng.blockSize (r.pos + 1) - r.alloc), sched := 1 },
+    rfl, rfl, rfl, hd, rfl, rfl, rfl, ?_, rfl, rfl, fun Q hQ => h5 Q hQ⟩
+  show r.alloc + (blocksFor eng.blockSize (r.pos + 1) - r.alloc) ≤ _
+  omega
+
+/-! ## Applying the iteration to the one resident -/
+
+theorem apply_prefill_more (eng : Engine) (ss : List Session) (now : Nat) (m : Machine) (r : Res)
+    (hd : r.decoding = false) (hs : 0 < r.sched) (hno : ¬ r.remaining ≤ r.sched) :
+    (apply eng ss now m [r] []).running =
+      [⟨r.req, r.alloc, r.pos + r.sched, r.known, false, r.remaining - r.sched, 0⟩] := by
+  have hs0 : ¬ r.sched = 0 := by omega
+  have h1 : ¬ r.remaining - r.sched = 0 := by omega
+  simp [apply, hs0, hd, h1, appendRes]
+
+/-- A prefill that finishes samples its first token and decodes the rest, `out - 1 - (known -
+prompt)` tokens, or ends. -/
+theorem apply_prefill_done (eng : Engine) (ss : List Session) (now : Nat) (m : Machine) (r : Res)
+    (hd : r.decoding = false) (hs : 0 < r.sched) (hfin : r.remaining ≤ r.sched) :
+    ∃ q : Req, q.sid = r.req.sid ∧ (apply eng ss now m [r] []).running =
+      if r.req.out - 1 - (r.known - r.req.prompt) = 0 then []
+      else [⟨q, r.alloc, r.pos + r.sched, r.known, true, r.req.out - 1 - (r.known - r.req.prompt), 0⟩] := by
+  have hs0 : ¬ r.sched = 0 := by omega
+  have h1 : r.remaining - r.sched = 0 := by omega
+  by_cases hL : r.req.out - 1 - (r.known - r.req.prompt) = 0
+  · refine ⟨r.req, rfl, ?_⟩
+    simp only [apply, hs0, hd, h1, hL, if_false, if_true]
+    repeat' split
+    all_goals simp_all
+  · cases hf : r.req.hasFirst
+    · refine ⟨{ r.req with first := now, hasFirst := true }, rfl, ?_⟩
+      simp [apply, hs0, hd, h1, hL, hf, appendRes]
+    · refine ⟨r.req, rfl, ?_⟩
+      simp [apply, hs0, hd, h1, hL, hf, appendRes]
+
+/-- A decode takes its one token: it goes on with one token fewer, or its turn ends. -/
+theorem apply_decode (eng : Engine) (ss : List Session) (now : Nat) (m : Machine) (r : Res)
+    (hd : r.decoding = true) (hs : r.sched = 1) :
+    ∃ q : Req, q.sid = r.req.sid ∧ (apply eng ss now m [r] []).running =
+      if r.remaining - 1 = 0 then []
+      else [⟨q, r.alloc, r.pos + 1, r.known, true, r.remaining - 1, 0⟩] := by
+  by_cases hL : r.remaining - 1 = 0
+  · refine ⟨r.req, rfl, ?_⟩
+    simp only [apply, hs, hd, hL, if_true]
+    repeat' split
+    all_goals simp_all
+  · cases hf : r.req.hasFirst
+    · refine ⟨{ r.req with first := now, hasFirst := true }, rfl, ?_⟩
+      simp [apply, hs, hd, hL, hf, appendRes]
+    · refine ⟨r.req, rfl, ?_⟩
+      simp [apply, hs, hd, hL, hf, appendRes]
+
+/-- A step that runs an iteration whose plan has one resident given `sched > 0` tokens and leaves
+the queue empty: what the machine becomes (its resident as `apply` leaves it). -/
+theorem step_run (eng : Engine) (ss : List Session) (m : Machine) (due later : List Pending) (W : List Req)
+    (x : Res) (hnext : ∀ now q ps, nextTurn ss now q ps = ps)
+    (hdue : duePending m.now m.pending = (due, later)) (hsub : submit eng ss due m.waiting = W)
+    (hbusy : ¬ (noRes m.running = true ∧ noReq W = true)) (hone : resCount m.running + reqCount W ≤ 1)
+    (hdone : (plan eng 0 m W).done = [x]) (hw : (plan eng 0 m W).waiting = [])
+    (hpre : (plan eng 0 m W).preempted = 0) (hs : 0 < x.sched) :
+    (step eng ss m).now = m.now + 1 ∧ (step eng ss m).pending = later ∧ (step eng ss m).waiting = [] ∧
+    (step eng ss m).arrived = m.arrived + countFirst due ∧ (step eng ss m).served = m.served + x.sched ∧
+    (∃ M, (step eng ss m).running = (apply eng ss m.now M [x] []).running) ∧
+    (∀ y ∈ (step eng ss m).records, y ∈ m.records ∨
+      (y.arrived = m.arrived + countFirst due ∧ y.served = m.served)) ∧
+    ∀ Q : Nat → Prop, (∀ e ∈ (plan eng 0 m W).cache, Q e.sid) → Q x.req.sid →
+      ∀ e ∈ (step eng ss m).cache, Q e.sid := by
+  have hch : (if eng.chunk > 0 ∧ resCount m.running + reqCount W > 1 then eng.chunk else 0) = 0 := by
+    rw [if_neg (by omega)]
+  have hk := apply_keeps eng ss m.now (hnext m.now)
+  unfold step
+  rw [hdue]
+  dsimp only
+  rw [hsub, if_neg hbusy, hch, hdone, hw, hpre]
+  simp only [batchTokens, Nat.add_zero]
+  rw [if_neg (by omega)]
+  refine ⟨rfl, ?_, ?_, ?_, ?_, ⟨_, rfl⟩, ?_, ?_⟩
+  · exact (hk [x] _ []).2.2.1
+  · exact (hk [x] _ []).1
+  · exact (hk [x] _ []).2.1
+  · exact (hk [x] _ []).2.2.2.1
+  · intro y hy
+    simp only [apply_records] at hy
+    rcases (mem_appendRecord _ _ _).mp hy with hy | hy
+    · exact Or.inl hy
+    · right
+      subst hy
+      exact ⟨rfl, rfl⟩
+  · intro Q hQ hx
+    exact apply_cache Q eng ss m.now [x] _ [] hQ (by simpa using hx)
+
+/-! ## The invariant -/
+
+/-- The work the residents have left: a prefill's `remaining` and its `D - 1` decodes, a decode's
+`remaining`. -/
+def workLeft (D : Nat) : List Res → Nat
+  | [] => 0
+  | r :: rs => (if r.decoding = true then r.remaining else r.remaining + (D - 1)) + workLeft D rs
+
+/-- The steps the residents have left, times the budget `B`: a prefill's `remaining` tokens take
+`⌈remaining / B⌉` steps and its decodes `D - 1`; a decode's `remaining` tokens take `remaining` steps. -/
+def lifeLeft (B D : Nat) : List Res → Nat
+  | [] => 0
+  | r :: rs => (if r.decoding = true then B * r.remaining else r.remaining + B * (D - 1)) + lifeLeft B D rs
+
+theorem workLeft_pre (D : Nat) (r : Res) (h : r.decoding = false) : workLeft D [r] = r.remaining + (D - 1) := by
+  simp [workLeft, h]
+
+theorem workLeft_dec (D : Nat) (r : Res) (h : r.decoding = true) : workLeft D [r] = r.remaining := by
+  simp [workLeft, h]
+
+theorem lifeLeft_pre (B D : Nat) (r : Res) (h : r.decoding = false) :
+    lifeLeft B D [r] = r.remaining + B * (D - 1) := by
+  simp [lifeLeft, h]
+
+theorem lifeLeft_dec (B D : Nat) (r : Res) (h : r.decoding = true) : lifeLeft B D [r] = B * r.remaining := by
+  simp [lifeLeft, h]
+
+/-- A resident prefill: `pos + remaining = P` within `P`'s blocks, knowing its prompt, `D` outputs. -/
+def Prefilling (bs P D : Nat) (r : Res) : Prop :=
+  r.decoding = false ∧ 0 < r.remaining ∧ r.pos + r.remaining = P ∧ r.alloc ≤ blocksFor bs P ∧
+    r.known = P ∧ r.req.prompt = P ∧ r.req.out - 1 = D - 1
+
+/-- A resident decode: `0 < remaining ≤ D - 1`, `pos + remaining = P + (D - 1)`, within its blocks. -/
+def Decoding (bs P D : Nat) (r : Res) : Prop :=
+  r.decoding = true ∧ 0 < r.remaining ∧ r.remaining ≤ D - 1 ∧ r.pos + r.remaining = P + (D - 1) ∧
+    r.alloc ≤ blocksFor bs (P + (D - 1))
+
+structure Inv (eng : Engine) (g P D : Nat) (ss : List Session) (m : Machine) : Prop where
+  waiting : m.waiting = []
+  running : m.running = [] ∨
+    ∃ r, m.running = [r] ∧ (Prefilling eng.blockSize P D r ∨ Decoding eng.blockSize P D r)
+  spaced : Spaced g P m.now m.pending
+  head : HeadAfter eng.budget (eng.budget * m.now + lifeLeft eng.budget D m.running) m.pending
+  conserve : m.arrived * (P + (D - 1)) = m.served + workLeft D m.running
+  records : ∀ x ∈ m.records, x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1))
+  cacheSids : ∀ e ∈ m.cache, ∀ q ∈ m.pending, e.sid < q.sid
+  runningSids : ∀ r ∈ m.running, ∀ q ∈ m.pending, r.req.sid < q.sid
+  sids : ∀ q ∈ m.pending, q.sid < sessionCount ss
+
+/-- The hypotheses on the engine and the workload. -/
+structure Hyp (eng : Engine) (g P D : Nat) (ss : List Session) : Prop where
+  cap : 0 < eng.reqsCap
+  fits : blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks
+  pos : 0 < P
+  gap : 0 < g
+  life : P + eng.budget * (D - 1) ≤ eng.budget * g
+  turns : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out - 1 = D - 1
+
+theorem lt_of_mul {B a t c : Nat} (hc : 0 < c) (h : B * a + c ≤ B * t) : a < t := by
+  rcases Nat.lt_or_ge a t with h' | h'
+  · exact h'
+  · have := Nat.mul_le_mul_left B h'; omega
+
+theorem sessionAt_lt : ∀ (ss : List Session) (i : Nat), i < sessionCount ss → ∃ s, sessionAt ss i = some s
+  | [], _, h => by simp [sessionCount] at h
+  | s :: _, 0, _ => ⟨s, rfl⟩
+  | _ :: ss, i + 1, h => sessionAt_lt ss i (by simp only [sessionCount] at h; omega)
+
+theorem mem_insertPending_aux (p x : Pending) : ∀ (l : List Pending), x ∈ insertPending p l → x = p ∨ x ∈ l
+  | [], h => by simpa [insertPending] using h
+  | q :: qs, h => by
+    simp only [insertPending] at h
+    split at h
+    · simpa using h
+    · rcases List.mem_cons.mp h with rfl | h
+      · exact Or.inr List.mem_cons_self
+      · rcases mem_insertPending_aux p x qs h with h | h
+        · exact Or.inl h
+        · exact Or.inr (List.mem_cons_of_mem _ h)
+
+theorem firstTurns_sids : ∀ (k : Nat) (ss : List Session), ∀ q ∈ firstTurns k ss, q.sid < k + sessionCount ss
+  | _, [], q, hq => by simp [firstTurns] at hq
+  | k, s :: ss, q, hq => by
+    have ih := firstTurns_sids (k + 1) ss
+    simp only [sessionCount]
+    simp only [firstTurns] at hq
+    split at hq
+    · have := ih q hq; omega
+    · rcases mem_insertPending_aux _ _ _ hq with rfl | hq
+      · dsimp only; omega
+      · have := ih q hq; omega
+
+end BacklogDecode
+
+end Serq
