@@ -410,6 +410,389 @@ theorem firstTurns_sids : ∀ (k : Nat) (ss : List Session), ∀ q ∈ firstTurn
       · dsimp only; omega
       · have := ih q hq; omega
 
+/-- The resident after a prefill's iteration: done with no decode to follow, a decode of `D - 1`
+tokens, or a prefill that goes on. -/
+theorem running_after_prefill (eng : Engine) (ss : List Session) (now : Nat) (x : Res) (D : Nat) (R : List Res)
+    (hrun : ∃ M, R = (apply eng ss now M [x] []).running) (hd : x.decoding = false) (hs : 0 < x.sched)
+    (hL : x.req.out - 1 - (x.known - x.req.prompt) = D - 1) :
+    (R = [] ∧ x.remaining ≤ x.sched ∧ D - 1 = 0) ∨
+    (∃ q : Req, q.sid = x.req.sid ∧ R = [⟨q, x.alloc, x.pos + x.sched, x.known, true, D - 1, 0⟩] ∧
+      x.remaining ≤ x.sched ∧ 0 < D - 1) ∨
+    (R = [⟨x.req, x.alloc, x.pos + x.sched, x.known, false, x.remaining - x.sched, 0⟩] ∧
+      x.sched < x.remaining) := by
+  obtain ⟨M, hR⟩ := hrun
+  by_cases hfin : x.remaining ≤ x.sched
+  · obtain ⟨q, hq, ha⟩ := apply_prefill_done eng ss now M x hd hs hfin
+    rw [ha, hL] at hR
+    by_cases hD : D - 1 = 0
+    · left; rw [if_pos hD] at hR; exact ⟨hR, hfin, hD⟩
+    · right; left; rw [if_neg hD] at hR; exact ⟨q, hq, hR, hfin, by omega⟩
+  · right; right
+    rw [apply_prefill_more eng ss now M x hd hs hfin] at hR
+    exact ⟨hR, by omega⟩
+
+/-- The resident after a decode's iteration: done, or a decode with one token fewer. -/
+theorem running_after_decode (eng : Engine) (ss : List Session) (now : Nat) (x : Res) (R : List Res)
+    (hrun : ∃ M, R = (apply eng ss now M [x] []).running) (hd : x.decoding = true) (hs : x.sched = 1) :
+    (R = [] ∧ x.remaining - 1 = 0) ∨
+    (∃ q : Req, q.sid = x.req.sid ∧ R = [⟨q, x.alloc, x.pos + 1, x.known, true, x.remaining - 1, 0⟩] ∧
+      0 < x.remaining - 1) := by
+  obtain ⟨M, hR⟩ := hrun
+  obtain ⟨q, hq, ha⟩ := apply_decode eng ss now M x hd hs
+  rw [ha] at hR
+  by_cases hD : x.remaining - 1 = 0
+  · left; rw [if_pos hD] at hR; exact ⟨hR, hD⟩
+  · right; rw [if_neg hD] at hR; exact ⟨q, hq, hR, by omega⟩
+
+/-- The invariant holds of the empty machine. -/
+theorem init_inv (eng : Engine) (g P D : Nat) (ss : List Session) (hg : 0 < g) (hw : RenewalDecode g P D 0 ss) :
+    Inv eng g P D ss (init ss) where
+  waiting := rfl
+  running := Or.inl rfl
+  spaced := spaced_mono (Nat.zero_le _) (firstTurns_spaced g P D hg 0 ss hw).1
+  head := by
+    show HeadAfter eng.budget (eng.budget * 0 + 0) (firstTurns 0 ss)
+    cases firstTurns 0 ss with
+    | nil => trivial
+    | cons p _ => show eng.budget * 0 + 0 ≤ eng.budget * p.time; simp
+  conserve := by simp [init, workLeft]
+  records := by simp [init]
+  cacheSids := by simp [init]
+  runningSids := by simp [init]
+  sids := fun q hq => by have := firstTurns_sids 0 ss q hq; omega
+
+theorem step_inv (eng : Engine) (g P D : Nat) (ss : List Session) (hy : Hyp eng g P D ss) (m : Machine)
+    (h : Inv eng g P D ss m) : Inv eng g P D ss (step eng ss m) := by
+  have hP := hy.pos
+  have hg := hy.gap
+  have hlife := hy.life
+  have hB : 0 < eng.budget := by
+    rcases Nat.eq_zero_or_pos eng.budget with h0 | h0
+    · rw [h0, Nat.zero_mul, Nat.zero_mul] at hlife; omega
+    · exact h0
+  have hDg : D - 1 < g := lt_of_mul (B := eng.budget) hP (by omega)
+  have hPW : blocksFor eng.blockSize P ≤ blocksFor eng.blockSize (P + (D - 1)) := blocksFor_mono _ (by omega)
+  have hfitsP : blocksFor eng.blockSize P ≤ eng.kvBlocks := Nat.le_trans hPW hy.fits
+  have hnext : ∀ now q ps, nextTurn ss now q ps = ps := nextTurn_one ss (fun s hs => by
+    obtain ⟨t, ht, _⟩ := hy.turns s hs; exact ⟨t, ht⟩)
+  obtain ⟨hwait, hrun, hsp, hhead, hcons, hrec, hcsid, hrsid, hsids⟩ := h
+  rcases hrun with hr | ⟨r, hr, hok⟩
+  · -- nothing resident: wait for the next arrival, or admit the one due now
+    rw [hr] at hcons hhead
+    simp only [workLeft, lifeLeft, Nat.add_zero] at hcons hhead
+    cases hp : m.pending with
+    | nil =>
+      have hdue : duePending m.now m.pending = ([], []) := by rw [hp]; rfl
+      unfold step
+      rw [hdue]
+      dsimp only
+      rw [hwait, hr]
+      simp only [submit, noRes, noReq, and_self, if_true, countFirst, Nat.add_zero]
+      exact ⟨rfl, Or.inl rfl, trivial, trivial, by simpa [workLeft] using hcons, hrec, by simp, by simp, by simp⟩
+    | cons p ps =>
+      rw [hp] at hsp hhead hsids
+      obtain ⟨hle, hprompt, hturn, hsid, hrest⟩ := hsp
+      have hpin : p ∈ m.pending := by rw [hp]; exact List.mem_cons_self
+      by_cases hnow : p.time = m.now
+      · -- the arrival due now is admitted and served
+        have hdue : duePending m.now m.pending = ([p], ps) := by
+          rw [hp]
+          have := duePending_none m.now ps (fun q hq => by have := spaced_le hrest q hq; omega)
+          simp [duePending, this, hnow]
+        have hsub : submit eng ss [p] m.waiting = [newReq eng ss p] := by
+          rw [hwait]
+          have : ¬ blocksFor eng.blockSize p.prompt > eng.kvBlocks := by rw [hprompt]; omega
+          simp [submit, this, appendReq]
+        have hcount : countFirst [p] = 1 := by simp [countFirst, hturn]
+        have hout : (newReq eng ss p).out - 1 = D - 1 :=
+          newReq_out eng ss D hy.turns p (sessionAt_lt ss p.sid (hsids p List.mem_cons_self)) hturn
+        obtain ⟨x, hxd, hxw, hxp, hxdec, hxs, hxpos, hxrem, hxalloc, hxout, hxsid, hxknown, hxprompt, hxc⟩ :=
+          plan_arrival eng m (newReq eng ss p) P hr hy.cap hB (by simp [newReq, hprompt]) (by simp [newReq])
+            (fun e he => by have := hcsid e he p hpin; simp only [newReq]; omega) hP hfitsP
+        have hxsid' : x.req.sid = p.sid := by rw [hxsid]; rfl
+        have hxprompt' : x.req.prompt = P := by rw [hxprompt]; simp [newReq, hprompt]
+        have hL : x.req.out - 1 - (x.known - x.req.prompt) = D - 1 := by
+          rw [hxout, hxknown, hxprompt', hout]; simp
+        obtain ⟨e1, e2, e3, e4, e5, e6, e7, e8⟩ := step_run eng ss m [p] ps [newReq eng ss p] x hnext hdue hsub
+          (by simp [noReq]) (by simp [hr, resCount, reqCount]) hxd hxw hxp (by rw [hxs]; omega)
+        rw [hcount] at e4 e7
+        have hrs := running_after_prefill eng ss m.now x D _ e6 hxdec (by rw [hxs]; omega) hL
+        have hsp' : Spaced g P (step eng ss m).now (step eng ss m).pending := by
+          rw [e1, e2]; exact spaced_mono (by omega) hrest
+        have hrec' : ∀ y ∈ (step eng ss m).records, y.arrived * (P + (D - 1)) ≤ y.served + (P + (D - 1)) := by
+          intro y hy
+          rcases e7 y hy with hy | ⟨ha, hs⟩
+          · exact hrec y hy
+          · rw [ha, hs, Nat.add_mul, Nat.one_mul, hcons]; exact Nat.le_refl _
+        have hcs' : ∀ e ∈ (step eng ss m).cache, ∀ q ∈ (step eng ss m).pending, e.sid < q.sid := by
+          rw [e2]
+          exact e8 (fun s => ∀ q ∈ ps, s < q.sid)
+            (hxc (fun s => ∀ q ∈ ps, s < q.sid) (fun e he q hq => Nat.lt_trans (hcsid e he p hpin) (hsid q hq)))
+            (by rw [hxsid']; exact hsid)
+        have hsids' : ∀ q ∈ (step eng ss m).pending, q.sid < sessionCount ss := by
+          rw [e2]; exact fun q hq => hsids q (List.mem_cons_of_mem _ hq)
+        have hhead' : ∀ life, (∀ t, m.now + g ≤ t → eng.budget * (m.now + 1) + life ≤ eng.budget * t) →
+            HeadAfter eng.budget (eng.budget * (step eng ss m).now + life) (step eng ss m).pending := by
+          intro life hl
+          rw [e1, e2]
+          cases ps with
+          | nil => trivial
+          | cons q qs => exact hl q.time (by have := hrest.1; omega)
+        have hrsq : ∀ (y : Res), y.req.sid = x.req.sid → ∀ q ∈ (step eng ss m).pending, y.req.sid < q.sid := by
+          intro y hy q hq; rw [e2] at hq; rw [hy, hxsid']; exact hsid q hq
+        rcases hrs with ⟨hR, hfin, hD⟩ | ⟨q, hq, hR, hfin, hD⟩ | ⟨hR, hfin⟩
+        · refine ⟨e3, Or.inl hR, hsp', ?_, ?_, hrec', hcs', by rw [hR]; simp, hsids'⟩
+          · rw [hR]; apply hhead'; intro t ht
+            have := Nat.mul_le_mul_left eng.budget (show m.now + 1 ≤ t by omega)
+            simp only [lifeLeft]; omega
+          · rw [e4, e5, hR, Nat.add_mul, Nat.one_mul, hcons]; simp only [workLeft]; omega
+        · refine ⟨e3, Or.inr ⟨_, hR, Or.inr ⟨rfl, hD, Nat.le_refl _, ?_, ?_⟩⟩, hsp', ?_, ?_, hrec', hcs', ?_,
+            hsids'⟩
+          · show x.pos + x.sched + (D - 1) = P + (D - 1); omega
+          · show x.alloc ≤ _; exact Nat.le_trans hxalloc hPW
+          · rw [hR, lifeLeft_dec _ _ _ rfl]; apply hhead'; intro t ht
+            have := Nat.mul_le_mul_left eng.budget (show m.now + 1 + (D - 1) ≤ t by omega)
+            rw [Nat.mul_add] at this; dsimp only; omega
+          · rw [e4, e5, hR, workLeft_dec _ _ rfl, Nat.add_mul, Nat.one_mul, hcons]; dsimp only; omega
+          · rw [hR]; intro y hy; simp only [List.mem_singleton] at hy; subst hy; exact hrsq _ hq
+        · refine ⟨e3, Or.inr ⟨_, hR, Or.inl ⟨rfl, ?_, ?_, hxalloc, hxknown, hxprompt', ?_⟩⟩, hsp', ?_, ?_, hrec',
+            hcs', ?_, hsids'⟩
+          · show 0 < x.remaining - x.sched; omega
+          · show x.pos + x.sched + (x.remaining - x.sched) = P; omega
+          · show x.req.out - 1 = D - 1; rw [hxout]; exact hout
+          · rw [hR, lifeLeft_pre _ _ _ rfl]; apply hhead'; intro t ht
+            have := Nat.mul_le_mul_left eng.budget ht
+            rw [Nat.mul_add] at this; dsimp only; rw [Nat.mul_add, Nat.mul_one]; omega
+          · rw [e4, e5, hR, workLeft_pre _ _ rfl, Nat.add_mul, Nat.one_mul, hcons]; dsimp only; omega
+          · rw [hR]; intro y hy; simp only [List.mem_singleton] at hy; subst hy; exact hrsq _ rfl
+      · -- the next arrival is later: the clock moves to it
+        have hlt : m.now < p.time := by omega
+        have hdue : duePending m.now m.pending = ([], p :: ps) := by
+          rw [hp]
+          exact duePending_none m.now _ (fun q hq => by
+            rcases List.mem_cons.mp hq with rfl | hq
+            · exact hlt
+            · have := spaced_le hrest q hq; omega)
+        unfold step
+        rw [hdue]
+        dsimp only
+        rw [hwait, hr]
+        simp only [submit, noRes, noReq, and_self, if_true, countFirst, Nat.add_zero]
+        refine ⟨rfl, Or.inl rfl, ⟨Nat.le_refl _, hprompt, hturn, hsid, hrest⟩, ?_, by simpa [workLeft] using hcons,
+          hrec, by rw [← hp]; exact hcsid, by simp, hsids⟩
+        show eng.budget * p.time + lifeLeft eng.budget D [] ≤ eng.budget * p.time
+        simp [lifeLeft]
+  · have hrs : ∀ q ∈ m.pending, r.req.sid < q.sid := hrsid r (by rw [hr]; exact List.mem_cons_self)
+    have hsub : submit eng ss [] m.waiting = [] := by rw [hwait]; rfl
+    rcases hok with ⟨hd, hrem, hpos, halloc, hknown, hprompt, hout⟩ | ⟨hd, hrem, hle, hpos, halloc⟩
+    · -- a prefill resident: it is served; no arrival is due before it and its decodes are done
+      rw [hr, lifeLeft_pre _ _ _ hd] at hhead
+      rw [hr, workLeft_pre _ _ hd] at hcons
+      have hfirst : ∀ p ps, m.pending = p :: ps →
+          eng.budget * m.now + (r.remaining + eng.budget * (D - 1)) ≤ eng.budget * p.time ∧
+          m.now + 1 + (D - 1) ≤ p.time := by
+        intro p ps hp
+        rw [hp] at hhead
+        have h1 : eng.budget * m.now + (r.remaining + eng.budget * (D - 1)) ≤ eng.budget * p.time := hhead
+        have h2 : m.now + (D - 1) < p.time := lt_of_mul (B := eng.budget) (c := r.remaining) hrem (by rw [Nat.mul_add]; omega)
+        exact ⟨h1, by omega⟩
+      have hlater : ∀ q ∈ m.pending, m.now + 1 + (D - 1) ≤ q.time := by
+        intro q hq
+        cases hp : m.pending with
+        | nil => rw [hp] at hq; simp at hq
+        | cons p ps =>
+          have h2 := (hfirst p ps hp).2
+          rw [hp] at hsp hq
+          rcases List.mem_cons.mp hq with rfl | hq
+          · exact h2
+          · have := spaced_le hsp.2.2.2.2 q hq; omega
+      have hdue : duePending m.now m.pending = ([], m.pending) :=
+        duePending_none m.now _ (fun q hq => by have := hlater q hq; omega)
+      obtain ⟨x, hxd, hxw, hxp, hxdec, hxs, hxpos, hxrem, hxalloc, hxreq, hxknown, hxc⟩ :=
+        plan_prefill eng m r P hr hB hd hrem hpos halloc hfitsP
+      have hL : x.req.out - 1 - (x.known - x.req.prompt) = D - 1 := by
+        rw [hxreq, hxknown, hout, hknown, hprompt]; simp
+      obtain ⟨e1, e2, e3, e4, e5, e6, e7, e8⟩ := step_run eng ss m [] m.pending [] x hnext hdue hsub
+        (by simp [hr, noRes]) (by simp [hr, resCount, reqCount]) hxd hxw hxp (by rw [hxs]; omega)
+      simp only [countFirst, Nat.add_zero] at e4 e7
+      have hrs' := running_after_prefill eng ss m.now x D _ e6 hxdec (by rw [hxs]; omega) hL
+      have hsp' : Spaced g P (step eng ss m).now (step eng ss m).pending := by
+        rw [e1, e2]
+        cases hp : m.pending with
+        | nil => trivial
+        | cons p ps =>
+          have := (hfirst p ps hp).2
+          rw [hp] at hsp
+          exact ⟨by omega, hsp.2⟩
+      have hrec' : ∀ y ∈ (step eng ss m).records, y.arrived * (P + (D - 1)) ≤ y.served + (P + (D - 1)) := by
+        intro y hy
+        rcases e7 y hy with hy | ⟨ha, hs⟩
+        · exact hrec y hy
+        · rw [ha, hs, hcons]; omega
+      have hcs' : ∀ e ∈ (step eng ss m).cache, ∀ q ∈ (step eng ss m).pending, e.sid < q.sid := by
+        rw [e2]
+        exact e8 (fun s => ∀ q ∈ m.pending, s < q.sid) (hxc (fun s => ∀ q ∈ m.pending, s < q.sid) hcsid)
+          (by rw [hxreq]; exact hrs)
+      have hsids' : ∀ q ∈ (step eng ss m).pending, q.sid < sessionCount ss := by rw [e2]; exact hsids
+      have hhead' : ∀ life, (∀ t, m.now + 1 + (D - 1) ≤ t →
+            eng.budget * m.now + (r.remaining + eng.budget * (D - 1)) ≤ eng.budget * t →
+            eng.budget * (m.now + 1) + life ≤ eng.budget * t) →
+          HeadAfter eng.budget (eng.budget * (step eng ss m).now + life) (step eng ss m).pending := by
+        intro life hl
+        rw [e1, e2]
+        cases hp : m.pending with
+        | nil => trivial
+        | cons p ps => exact hl p.time (hfirst p ps hp).2 (hfirst p ps hp).1
+      have hrsq : ∀ (y : Res), y.req.sid = r.req.sid → ∀ q ∈ (step eng ss m).pending, y.req.sid < q.sid := by
+        intro y hy q hq; rw [e2] at hq; rw [hy]; exact hrs q hq
+      rcases hrs' with ⟨hR, hfin, hD⟩ | ⟨q, hq, hR, hfin, hD⟩ | ⟨hR, hfin⟩
+      · refine ⟨e3, Or.inl hR, hsp', ?_, ?_, hrec', hcs', by rw [hR]; simp, hsids'⟩
+        · rw [hR]; apply hhead'; intro t ht _
+          have := Nat.mul_le_mul_left eng.budget (show m.now + 1 ≤ t by omega)
+          simp only [lifeLeft]; omega
+        · rw [e4, e5, hR, hcons]; simp only [workLeft]; omega
+      · refine ⟨e3, Or.inr ⟨_, hR, Or.inr ⟨rfl, hD, Nat.le_refl _, ?_, ?_⟩⟩, hsp', ?_, ?_, hrec', hcs', ?_,
+          hsids'⟩
+        · show x.pos + x.sched + (D - 1) = P + (D - 1); omega
+        · show x.alloc ≤ _; exact Nat.le_trans hxalloc hPW
+        · rw [hR, lifeLeft_dec _ _ _ rfl]; apply hhead'; intro t ht _
+          have := Nat.mul_le_mul_left eng.budget ht
+          rw [Nat.mul_add] at this; dsimp only; omega
+        · rw [e4, e5, hR, workLeft_dec _ _ rfl, hcons]; dsimp only; omega
+        · rw [hR]; intro y hy; simp only [List.mem_singleton] at hy; subst hy
+          exact hrsq _ (by rw [hq, hxreq])
+      · refine ⟨e3, Or.inr ⟨_, hR, Or.inl ⟨rfl, ?_, ?_, hxalloc, ?_, ?_, ?_⟩⟩, hsp', ?_, ?_, hrec', hcs', ?_,
+          hsids'⟩
+        · show 0 < x.remaining - x.sched; omega
+        · show x.pos + x.sched + (x.remaining - x.sched) = P; omega
+        · show x.known = P; rw [hxknown, hknown]
+        · show x.req.prompt = P; rw [hxreq, hprompt]
+        · show x.req.out - 1 = D - 1; rw [hxreq, hout]
+        · rw [hR, lifeLeft_pre _ _ _ rfl]; apply hhead'; intro t _ h1
+          dsimp only; rw [Nat.mul_add, Nat.mul_one]; omega
+        · rw [e4, e5, hR, workLeft_pre _ _ rfl, hcons]; dsimp only; omega
+        · rw [hR]; intro y hy; simp only [List.mem_singleton] at hy; subst hy
+          exact hrsq _ (by show x.req.sid = r.req.sid; rw [hxreq])
+    · -- a decode resident: it takes its token; no arrival is due before its last one
+      rw [hr, lifeLeft_dec _ _ _ hd] at hhead
+      rw [hr, workLeft_dec _ _ hd] at hcons
+      have hfirst : ∀ p ps, m.pending = p :: ps → m.now + r.remaining ≤ p.time := by
+        intro p ps hp
+        rw [hp] at hhead
+        have h1 : eng.budget * m.now + eng.budget * r.remaining ≤ eng.budget * p.time := hhead
+        rw [← Nat.mul_add] at h1
+        exact Nat.le_of_mul_le_mul_left h1 hB
+      have hlater : ∀ q ∈ m.pending, m.now + r.remaining ≤ q.time := by
+        intro q hq
+        cases hp : m.pending with
+        | nil => rw [hp] at hq; simp at hq
+        | cons p ps =>
+          have h2 := hfirst p ps hp
+          rw [hp] at hsp hq
+          rcases List.mem_cons.mp hq with rfl | hq
+          · exact h2
+          · have := spaced_le hsp.2.2.2.2 q hq; omega
+      have hdue : duePending m.now m.pending = ([], m.pending) :=
+        duePending_none m.now _ (fun q hq => by have := hlater q hq; omega)
+      obtain ⟨x, hxd, hxw, hxp, hxdec, hxs, hxpos, hxrem, hxalloc, hxreq, hxknown, hxc⟩ :=
+        plan_decode eng m r (P + (D - 1)) hr hB hd hrem (by omega) halloc hy.fits
+      obtain ⟨e1, e2, e3, e4, e5, e6, e7, e8⟩ := step_run eng ss m [] m.pending [] x hnext hdue hsub
+        (by simp [hr, noRes]) (by simp [hr, resCount, reqCount]) hxd hxw hxp (by rw [hxs]; omega)
+      simp only [countFirst, Nat.add_zero] at e4 e7
+      have hrs' := running_after_decode eng ss m.now x _ e6 hxdec hxs
+      have hsp' : Spaced g P (step eng ss m).now (step eng ss m).pending := by
+        rw [e1, e2]
+        cases hp : m.pending with
+        | nil => trivial
+        | cons p ps =>
+          have := hfirst p ps hp
+          rw [hp] at hsp
+          exact ⟨by omega, hsp.2⟩
+      have hrec' : ∀ y ∈ (step eng ss m).records, y.arrived * (P + (D - 1)) ≤ y.served + (P + (D - 1)) := by
+        intro y hy
+        rcases e7 y hy with hy | ⟨ha, hs⟩
+        · exact hrec y hy
+        · rw [ha, hs, hcons]; omega
+      have hcs' : ∀ e ∈ (step eng ss m).cache, ∀ q ∈ (step eng ss m).pending, e.sid < q.sid := by
+        rw [e2]
+        exact e8 (fun s => ∀ q ∈ m.pending, s < q.sid) (hxc (fun s => ∀ q ∈ m.pending, s < q.sid) hcsid)
+          (by rw [hxreq]; exact hrs)
+      have hsids' : ∀ q ∈ (step eng ss m).pending, q.sid < sessionCount ss := by rw [e2]; exact hsids
+      have hhead' : ∀ life, (∀ t, m.now + r.remaining ≤ t → eng.budget * (m.now + 1) + life ≤ eng.budget * t) →
+          HeadAfter eng.budget (eng.budget * (step eng ss m).now + life) (step eng ss m).pending := by
+        intro life hl
+        rw [e1, e2]
+        cases hp : m.pending with
+        | nil => trivial
+        | cons p ps => exact hl p.time (hfirst p ps hp)
+      rcases hrs' with ⟨hR, hD⟩ | ⟨q, hq, hR, hD⟩
+      · refine ⟨e3, Or.inl hR, hsp', ?_, ?_, hrec', hcs', by rw [hR]; simp, hsids'⟩
+        · rw [hR]; apply hhead'; intro t ht
+          have := Nat.mul_le_mul_left eng.budget (show m.now + 1 ≤ t by omega)
+          simp only [lifeLeft]; omega
+        · rw [e4, e5, hR, hcons]; simp only [workLeft]; omega
+      · refine ⟨e3, Or.inr ⟨_, hR, Or.inr ⟨rfl, hD, ?_, ?_, ?_⟩⟩, hsp', ?_, ?_, hrec', hcs', ?_, hsids'⟩
+        · show x.remaining - 1 ≤ D - 1; omega
+        · show x.pos + 1 + (x.remaining - 1) = P + (D - 1); omega
+        · exact hxalloc
+        · rw [hR, lifeLeft_dec _ _ _ rfl]; apply hhead'; intro t ht
+          dsimp only; rw [← Nat.mul_add]; exact Nat.mul_le_mul_left _ (by omega)
+        · rw [e4, e5, hR, workLeft_dec _ _ rfl, hcons]; dsimp only; omega
+        · rw [hR]; intro y hy q' hq'; simp only [List.mem_singleton] at hy; subst hy
+          rw [e2] at hq'; dsimp only; rw [hq, hxreq]; exact hrs q' hq'
+
+theorem run_inv (eng : Engine) (g P D : Nat) (ss : List Session) (hy : Hyp eng g P D ss) :
+    ∀ (fuel : Nat) (m : Machine), Inv eng g P D ss m → Inv eng g P D ss (run eng ss fuel m)
+  | 0, _, h => h
+  | fuel + 1, m, h => by
+    simp only [run]
+    split
+    · exact h
+    · exact run_inv eng g P D ss hy fuel _ (step_inv eng g P D ss hy m h)
+
 end BacklogDecode
+
+/-- **The pathwise bounded backlog with decodes** (Dai et al. 2025, Theorem 2(b)). Sessions arrive
+one every `g` steps (the `k`-th at `(k + 1) · g`), each one turn of a `P`-token prompt (`P > 0`) and
+`D` output tokens (at most one when `D ≤ 1`), so a request's work is `W = P + (D - 1)`: its prefill
+and `D - 1` decodes of one token each. If a request's life fits in a gap, `P + budget · (D - 1) ≤
+budget · g` (`⌈P / budget⌉ + D - 1 ≤ g`), then at every iteration of every run the sessions arrived
+(those due at its start included) times `W` exceed the tokens served before it by at most `W`. The
+engine needs a request slot and room in its KV pool for one request's `W` tokens; any chunk cap,
+either schedule, a prefix cache or none. That the request cap and the KV pool never bind and that
+nothing is preempted follows: at most one request is ever in flight. -/
+theorem backlog_decode_bounded (eng : Engine) (g P D : Nat) (ss : List Session)
+    (hcap : 0 < eng.reqsCap) (hfits : blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hP : 0 < P)
+    (hlife : P + eng.budget * (D - 1) ≤ eng.budget * g) (hw : RenewalDecode g P D 0 ss) (fuel : Nat) :
+    ∀ r ∈ (run eng ss fuel (init ss)).records, r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) := by
+  have hg : 0 < g := by
+    rcases Nat.eq_zero_or_pos g with h0 | h0
+    · rw [h0, Nat.mul_zero] at hlife; omega
+    · exact h0
+  have hy : BacklogDecode.Hyp eng g P D ss :=
+    ⟨hcap, hfits, hP, hg, hlife, BacklogDecode.renewal_turns g P D 0 ss hw⟩
+  exact (BacklogDecode.run_inv eng g P D ss hy fuel (init ss) (BacklogDecode.init_inv eng g P D ss hg hw)).records
+
+/-- `Serq.backlog_bounded` is the instance `D = 1` (its hypotheses, its statement). -/
+theorem backlog_bounded_of_decode (eng : Engine) (g P : Nat) (ss : List Session)
+    (hcap : 0 < eng.reqsCap) (hfits : blocksFor eng.blockSize P ≤ eng.kvBlocks)
+    (hwork : P ≤ eng.budget * g) (hw : RenewalSessions g P 0 ss) (fuel : Nat) :
+    ∀ r ∈ (run eng ss fuel (init ss)).records, r.arrived * P ≤ r.served + P := by
+  rcases Nat.eq_zero_or_pos P with hP | hP
+  · intro r _
+    subst hP
+    simp
+  · have := backlog_decode_bounded eng g P 1 ss hcap (by simpa using hfits) hP (by simpa using hwork)
+      (renewalDecode_one g P 0 ss hw) fuel
+    simpa using this
+
+/-- The life must fit in the gap, not only the work: a 16-token prompt and 3 output tokens
+(`W = 18 ≤ 16 · 2`) every 2 steps, budget 16, is a life of 3 > 2 steps. Session 0 arrives at 2,
+its prefill at 2 and decodes at 3 and 4; session 1 arrives at 4 and the iteration's record has
+`arrived · 18 = 36 > served + 18 = 17 + 18`. -/
+example : (run ⟨16, 4, 64, 16, 0, false, false⟩ [⟨2, [⟨16, 3, 0, false⟩]⟩, ⟨4, [⟨16, 3, 0, false⟩]⟩] 5
+    (init [⟨2, [⟨16, 3, 0, false⟩]⟩, ⟨4, [⟨16, 3, 0, false⟩]⟩])).records.any
+      (fun r => r.start == 4 && r.arrived == 2 && r.served == 17) = true := by
+  decide +kernel
 
 end Serq
