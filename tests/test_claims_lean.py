@@ -29,7 +29,8 @@ def _run_json(path: Path, *args: str) -> dict:
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
-                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq", "svf.sq"}
+                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq", "dai_backlog_decode.sq",
+                                          "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -257,6 +258,77 @@ def test_dai_backlog_family_is_the_constant_renewal():
     assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
         16, 4, 64, 16, 0, False, False)
     assert "theorem dai_bounded_backlog : Papers.Claims.DaiBacklog." + st.ident in (
+        PAPERS / "ClaimsProved.lean").read_text()
+
+
+# --- dai_backlog_decode.sq: the bounded backlog with decodes (Serq.backlog_decode_bounded) ---
+
+DAI_DECODE = PAPERS / "dai_backlog_decode.sq"
+
+
+@pytest.mark.parametrize("sessions", ["1", "7", "60"])
+def test_dai_backlog_decode_holds_on_the_simulated_path(sessions):
+    # a 32-token prompt with 3 output tokens every 4 steps, budget 16: each request is prefilled in the
+    # two iterations after its arrival (16 + 16; the second samples its first token) and decodes in the
+    # next two, so its last token is at 3 after its arrival (response 4) and the next arrival finds the
+    # engine empty: arrived * 34 = served + 34 at each arrival
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_DECODE), "--arrivals", sessions,
+                          "--json"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
+    response = report["client"]["response"]
+    assert (response["count"], response["min"], response["max"]) == (int(sessions), 4.0, 4.0)
+
+
+def _dai_decode_variant(tmp_path: Path, old: str, new: str) -> Path:
+    text = DAI_DECODE.read_text()
+    assert old in text
+    path = tmp_path / "dai_backlog_decode_variant.sq"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_dai_backlog_decode_fails_when_the_life_exceeds_the_gap_though_the_work_fits(tmp_path):
+    # the broken variant: a gap of 3. The work per gap fits (34 <= 16 * 3) but a life (2 prefill and 2
+    # decode iterations) does not. Session 0 arrives at 3: iterations 0-3 (times 3-6) serve 16, 16, 1, 1;
+    # at time 6 session 1 arrives while session 0 has a decode left: arrived * 34 = 68 > served + 34 =
+    # 33 + 34
+    failed = _run_json(_dai_decode_variant(tmp_path, "let g = 4;", "let g = 3;"), "--arrivals", "5")
+    assert (failed["bounded_backlog"]["result"], failed["bounded_backlog"]["time"],
+            failed["bounded_backlog"]["iteration"]) == ("fails", 6.0, 3)
+
+
+def test_dai_backlog_decode_fails_with_one_decode_too_many(tmp_path):
+    # D = 4 (W = 35, a life of 2 + 3 = 5 > 4). Session 0 arrives at 4: iterations 0-3 (times 4-7) serve
+    # 16, 16, 1, 1; at time 8 session 1 arrives with one decode of session 0 left: arrived * 35 = 70 >
+    # served + 35 = 34 + 35
+    failed = _run_json(_dai_decode_variant(tmp_path, "let D = 3;", "let D = 4;"), "--arrivals", "5")
+    assert (failed["bounded_backlog"]["result"], failed["bounded_backlog"]["time"],
+            failed["bounded_backlog"]["iteration"]) == ("fails", 8.0, 4)
+
+
+@pytest.mark.parametrize("old, new", [("let caching = 0;", "let caching = 1;"),
+                                      ("let threshold_cap = 0;", "let threshold_cap = 8;")],
+                         ids=["prefix-cache", "chunk-cap"])
+def test_dai_backlog_decode_holds_with_a_cache_or_a_chunk_cap(tmp_path, old, new):
+    # Serq.backlog_decode_bounded allows a prefix cache (one turn per session: nothing is reused) and any
+    # chunk cap (lifted for a request alone, and one request is in flight)
+    out = _run_json(_dai_decode_variant(tmp_path, old, new), "--arrivals", "40")
+    assert out["bounded_backlog"]["result"] == "holds"
+
+
+def test_dai_backlog_decode_family_and_proof():
+    module = claims_module(DAI_DECODE)
+    assert module.session_test == ("s.arrive == (k + 1) * 4 && singleTurn (fun t => t.think == 0 && t.new == 32 && "
+                                   "t.out == 3 && t.forced == false) s")
+    (st,) = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (34 : Int)) ≤ "
+                       "((r.served : Int) + (34 : Int)))))")
+    e = module.engine
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
+        16, 4, 64, 16, 0, False, False)
+    assert "theorem dai_bounded_backlog_decode : Papers.Claims.DaiBacklogDecode." + st.ident in (
         PAPERS / "ClaimsProved.lean").read_text()
 
 
