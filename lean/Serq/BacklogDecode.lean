@@ -10,7 +10,8 @@ samples the first, then `D - 1` decode iterations of one token each follow, what
 request's work is `W = P + (D - 1)` tokens. If a request's whole life fits in a gap,
 `P + B · (D - 1) ≤ B · g` (its `⌈P / B⌉` prefill iterations and `D - 1` decode iterations take at
 most `g` steps), then every iteration record has `arrived · W ≤ served + W`
-(`Serq.backlog_decode_bounded`).
+(`Serq.backlog_decode_bounded`). The gaps need not be constant: arrivals at least `g` apart, at any
+times, suffice (`Serq.backlog_decode_gapped`, over `GappedDecode`); the renewal is its instance.
 
 The hypotheses on the engine: a request slot, and the KV pool holds one request's blocks at its
 longest (`blocksFor blockSize W ≤ kvBlocks`: the last decode writes token `W`). Any chunk cap, either
@@ -45,41 +46,57 @@ theorem renewalDecode_one (g P : Nat) : ∀ (k : Nat) (ss : List Session),
   | _, [], _ => trivial
   | k, _ :: ss, ⟨ha, ⟨t, ht, hn, ho⟩, hr⟩ => ⟨ha, ⟨t, ht, hn, by omega⟩, renewalDecode_one g P (k + 1) ss hr⟩
 
+/-- Sessions whose arrivals are at least `g` apart, the first no earlier than `x` (any gaps of at
+least `g`, not only a constant one), each one turn of `P` prompt tokens and `D` output tokens. -/
+def GappedDecode (g P D : Nat) : Nat → List Session → Prop
+  | _, [] => True
+  | x, s :: ss => x ≤ s.arrive ∧ (∃ t, s.turns = [t] ∧ t.new = P ∧ t.out - 1 = D - 1) ∧
+      GappedDecode g P D (s.arrive + g) ss
+
+/-- The renewal with decodes is a family of gaps of at least `g` (all exactly `g`). -/
+theorem gapped_of_renewal (g P D : Nat) : ∀ (k : Nat) (ss : List Session),
+    RenewalDecode g P D k ss → GappedDecode g P D ((k + 1) * g) ss
+  | _, [], _ => trivial
+  | k, s :: ss, ⟨ha, ht, hr⟩ => by
+    refine ⟨by rw [ha]; exact Nat.le_refl _, ht, ?_⟩
+    have : s.arrive + g = (k + 1 + 1) * g := by rw [ha, Nat.succ_mul (k + 1)]
+    rw [this]
+    exact gapped_of_renewal g P D (k + 1) ss hr
+
+theorem gapped_mono {g P D x y : Nat} {ss : List Session} (hxy : y ≤ x) (h : GappedDecode g P D x ss) :
+    GappedDecode g P D y ss := by
+  cases ss with
+  | nil => trivial
+  | cons s ss => exact ⟨Nat.le_trans hxy h.1, h.2⟩
+
 namespace BacklogDecode
 
 open Backlog
 
-theorem renewal_turns (g P D : Nat) : ∀ (k : Nat) (ss : List Session), RenewalDecode g P D k ss →
+theorem gapped_turns (g P D : Nat) : ∀ (x : Nat) (ss : List Session), GappedDecode g P D x ss →
     ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out - 1 = D - 1
   | _, [], _, s, hs => by simp at hs
-  | k, x :: xs, ⟨_, ⟨t, ht, _, hout⟩, hrest⟩, s, hs => by
+  | _, x :: xs, ⟨_, ⟨t, ht, _, hout⟩, hrest⟩, s, hs => by
     rcases List.mem_cons.mp hs with rfl | hs
     · exact ⟨t, ht, hout⟩
-    · exact renewal_turns g P D (k + 1) xs hrest s hs
+    · exact gapped_turns g P D _ xs hrest s hs
 
-theorem firstTurns_spaced (g P D : Nat) (hg : 0 < g) : ∀ (k : Nat) (ss : List Session),
-    RenewalDecode g P D k ss →
-    Spaced g P ((k + 1) * g) (firstTurns k ss) ∧ ∀ q ∈ firstTurns k ss, k ≤ q.sid
-  | _, [], _ => ⟨trivial, fun q hq => by simp [firstTurns] at hq⟩
-  | k, s :: ss, ⟨ha, ⟨t, ht, hnew, _⟩, hrest⟩ => by
-    obtain ⟨ih, isid⟩ := firstTurns_spaced g P D hg (k + 1) ss hrest
+theorem firstTurns_spaced (g P D : Nat) (hg : 0 < g) : ∀ (k x : Nat) (ss : List Session),
+    GappedDecode g P D x ss → Spaced g P x (firstTurns k ss) ∧ ∀ q ∈ firstTurns k ss, k ≤ q.sid
+  | _, _, [], _ => ⟨trivial, fun q hq => by simp [firstTurns] at hq⟩
+  | k, x, s :: ss, ⟨ha, ⟨t, ht, hnew, _⟩, hrest⟩ => by
+    obtain ⟨ih, isid⟩ := firstTurns_spaced g P D hg (k + 1) (s.arrive + g) ss hrest
     have hlt : ∀ q ∈ firstTurns (k + 1) ss, s.arrive < q.time := by
       intro q hq
       have := spaced_le ih q hq
-      rw [ha]
-      have : (k + 1 + 1) * g = (k + 1) * g + g := Nat.succ_mul _ _
       omega
     simp only [firstTurns, ht]
     rw [insertPending_front _ _ hlt]
-    refine ⟨⟨by rw [ha]; exact Nat.le_refl _, hnew, rfl, fun q hq => by have := isid q hq; dsimp only; omega,
-      ?_⟩, ?_⟩
-    · have : (k + 1 + 1) * g = s.arrive + g := by rw [ha]; exact Nat.succ_mul _ _
-      rw [← this]
-      exact ih
-    · intro q hq
-      rcases List.mem_cons.mp hq with rfl | hq
-      · exact Nat.le_refl _
-      · have := isid q hq; omega
+    refine ⟨⟨ha, hnew, rfl, fun q hq => by have := isid q hq; dsimp only; omega, ih⟩, ?_⟩
+    intro q hq
+    rcases List.mem_cons.mp hq with rfl | hq
+    · exact Nat.le_refl _
+    · have := isid q hq; omega
 
 theorem nextTurn_one (ss : List Session) (hw : ∀ s ∈ ss, ∃ t, s.turns = [t]) (now : Nat)
     (q : Req) (ps : List Pending) : nextTurn ss now q ps = ps := by
@@ -445,11 +462,11 @@ theorem running_after_decode (eng : Engine) (ss : List Session) (now : Nat) (x :
   · right; rw [if_neg hD] at hR; exact ⟨q, hq, hR, by omega⟩
 
 /-- The invariant holds of the empty machine. -/
-theorem init_inv (eng : Engine) (g P D : Nat) (ss : List Session) (hg : 0 < g) (hw : RenewalDecode g P D 0 ss) :
+theorem init_inv (eng : Engine) (g P D : Nat) (ss : List Session) (hg : 0 < g) (hw : GappedDecode g P D 0 ss) :
     Inv eng g P D ss (init ss) where
   waiting := rfl
   running := Or.inl rfl
-  spaced := spaced_mono (Nat.zero_le _) (firstTurns_spaced g P D hg 0 ss hw).1
+  spaced := (firstTurns_spaced g P D hg 0 0 ss hw).1
   head := by
     show HeadAfter eng.budget (eng.budget * 0 + 0) (firstTurns 0 ss)
     cases firstTurns 0 ss with
@@ -752,26 +769,36 @@ theorem run_inv (eng : Engine) (g P D : Nat) (ss : List Session) (hy : Hyp eng g
 
 end BacklogDecode
 
-/-- **The pathwise bounded backlog with decodes** (Dai et al. 2025, Theorem 2(b)). Sessions arrive
-one every `g` steps (the `k`-th at `(k + 1) · g`), each one turn of a `P`-token prompt (`P > 0`) and
-`D` output tokens (at most one when `D ≤ 1`), so a request's work is `W = P + (D - 1)`: its prefill
-and `D - 1` decodes of one token each. If a request's life fits in a gap, `P + budget · (D - 1) ≤
+/-- **The pathwise bounded backlog with decodes, for gaps of at least `g`** (Dai et al. 2025,
+Theorem 2(b)). Sessions arrive at least `g` steps apart (`GappedDecode g P D 0 ss`: any arrival
+times, each at least `g` after the one before), each one turn of a `P`-token prompt (`P > 0`) and `D`
+output tokens (at most one when `D ≤ 1`), so a request's work is `W = P + (D - 1)`: its prefill and
+`D - 1` decodes of one token each. If a request's life fits in a gap, `P + budget · (D - 1) ≤
 budget · g` (`⌈P / budget⌉ + D - 1 ≤ g`), then at every iteration of every run the sessions arrived
 (those due at its start included) times `W` exceed the tokens served before it by at most `W`. The
 engine needs a request slot and room in its KV pool for one request's `W` tokens; any chunk cap,
 either schedule, a prefix cache or none. That the request cap and the KV pool never bind and that
 nothing is preempted follows: at most one request is ever in flight. -/
-theorem backlog_decode_bounded (eng : Engine) (g P D : Nat) (ss : List Session)
+theorem backlog_decode_gapped (eng : Engine) (g P D : Nat) (ss : List Session)
     (hcap : 0 < eng.reqsCap) (hfits : blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hP : 0 < P)
-    (hlife : P + eng.budget * (D - 1) ≤ eng.budget * g) (hw : RenewalDecode g P D 0 ss) (fuel : Nat) :
+    (hlife : P + eng.budget * (D - 1) ≤ eng.budget * g) (hw : GappedDecode g P D 0 ss) (fuel : Nat) :
     ∀ r ∈ (run eng ss fuel (init ss)).records, r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) := by
   have hg : 0 < g := by
     rcases Nat.eq_zero_or_pos g with h0 | h0
     · rw [h0, Nat.mul_zero] at hlife; omega
     · exact h0
   have hy : BacklogDecode.Hyp eng g P D ss :=
-    ⟨hcap, hfits, hP, hg, hlife, BacklogDecode.renewal_turns g P D 0 ss hw⟩
+    ⟨hcap, hfits, hP, hg, hlife, BacklogDecode.gapped_turns g P D 0 ss hw⟩
   exact (BacklogDecode.run_inv eng g P D ss hy fuel (init ss) (BacklogDecode.init_inv eng g P D ss hg hw)).records
+
+/-- **The pathwise bounded backlog with decodes** under the constant renewal (the `k`-th session at
+`(k + 1) · g`): `backlog_decode_gapped`'s instance, and the statement `dai_backlog_decode.sq` claims. -/
+theorem backlog_decode_bounded (eng : Engine) (g P D : Nat) (ss : List Session)
+    (hcap : 0 < eng.reqsCap) (hfits : blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hP : 0 < P)
+    (hlife : P + eng.budget * (D - 1) ≤ eng.budget * g) (hw : RenewalDecode g P D 0 ss) (fuel : Nat) :
+    ∀ r ∈ (run eng ss fuel (init ss)).records, r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) :=
+  backlog_decode_gapped eng g P D ss hcap hfits hP hlife
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal g P D 0 ss hw)) fuel
 
 /-- `Serq.backlog_bounded` is the instance `D = 1` (its hypotheses, its statement). -/
 theorem backlog_bounded_of_decode (eng : Engine) (g P : Nat) (ss : List Session)
