@@ -791,6 +791,31 @@ theorem backlog_decode_gapped (eng : Engine) (g P D : Nat) (ss : List Session)
     ⟨hcap, hfits, hP, hg, hlife, BacklogDecode.gapped_turns g P D 0 ss hw⟩
   exact (BacklogDecode.run_inv eng g P D ss hy fuel (init ss) (BacklogDecode.init_inv eng g P D ss hg hw)).records
 
+/-- What `backlog_decode_gapped` proves on the way: at every machine of every run nothing waits in the
+queue and at most one request is resident, holding at most `W`'s blocks — so the request cap
+(`0 < reqsCap`) and the KV pool (`blocksFor blockSize W ≤ kvBlocks`) never bind. -/
+theorem backlog_decode_one_in_flight (eng : Engine) (g P D : Nat) (ss : List Session)
+    (hcap : 0 < eng.reqsCap) (hfits : blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hP : 0 < P)
+    (hlife : P + eng.budget * (D - 1) ≤ eng.budget * g) (hw : GappedDecode g P D 0 ss) (fuel : Nat) :
+    (run eng ss fuel (init ss)).waiting = [] ∧ resCount (run eng ss fuel (init ss)).running ≤ 1 ∧
+      usedBlocks (run eng ss fuel (init ss)).running ≤ blocksFor eng.blockSize (P + (D - 1)) := by
+  have hg : 0 < g := by
+    rcases Nat.eq_zero_or_pos g with h0 | h0
+    · rw [h0, Nat.mul_zero] at hlife; omega
+    · exact h0
+  have hy : BacklogDecode.Hyp eng g P D ss :=
+    ⟨hcap, hfits, hP, hg, hlife, BacklogDecode.gapped_turns g P D 0 ss hw⟩
+  have h := BacklogDecode.run_inv eng g P D ss hy fuel (init ss) (BacklogDecode.init_inv eng g P D ss hg hw)
+  refine ⟨h.waiting, ?_⟩
+  rcases h.running with hr | ⟨r, hr, hok⟩
+  · rw [hr]; simp [resCount, usedBlocks]
+  · rw [hr]
+    simp only [resCount, usedBlocks, Nat.zero_add, Nat.add_zero]
+    refine ⟨Nat.le_refl _, ?_⟩
+    rcases hok with ⟨_, _, _, ha, _⟩ | ⟨_, _, _, _, ha⟩
+    · exact Nat.le_trans ha (Backlog.blocksFor_mono _ (by omega))
+    · exact ha
+
 /-- **The pathwise bounded backlog with decodes** under the constant renewal (the `k`-th session at
 `(k + 1) · g`): `backlog_decode_gapped`'s instance, and the statement `dai_backlog_decode.sq` claims. -/
 theorem backlog_decode_bounded (eng : Engine) (g P D : Nat) (ss : List Session)
