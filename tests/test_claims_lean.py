@@ -30,7 +30,7 @@ def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
                                           "rad.sq", "bari_rate.sq", "dai_backlog.sq", "dai_backlog_decode.sq",
-                                          "svf.sq"}
+                                          "dai_backlog_many.sq", "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -329,6 +329,50 @@ def test_dai_backlog_decode_family_and_proof():
     assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
         16, 4, 64, 16, 0, False, False)
     assert "theorem dai_bounded_backlog_decode : Papers.Claims.DaiBacklogDecode." + st.ident in (
+        PAPERS / "ClaimsProved.lean").read_text()
+
+
+# --- dai_backlog_many.sq: the bounded backlog with K = 3 requests in flight (Serq.backlog_many) ---
+
+DAI_MANY = PAPERS / "dai_backlog_many.sq"
+
+
+@pytest.mark.parametrize("sessions", ["1", "7", "60"])
+def test_dai_backlog_many_holds_on_the_simulated_path(sessions):
+    # a 14-token prompt with 5 output tokens every 2 steps, budget 16: each prompt is prefilled whole in
+    # its arrival's iteration beside at most two decodes, and its four decodes follow, so it is answered
+    # 5 after it arrives, with up to three requests in flight: arrived * 18 <= served + 3 * 18
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_MANY), "--arrivals", sessions,
+                          "--json"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
+    response = report["client"]["response"]
+    assert (response["count"], response["min"], response["max"]) == (int(sessions), 5.0, 5.0)
+
+
+def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
+    # a gap of 1: D = 5 > K * g = 3, and the arrivals (18 tokens a step) outrun the budget (16) and the
+    # four request slots. By hand: iterations 0-3 (times 1-4) serve 14, 15, 16, 16 (served 61); at 5 the
+    # slots are full (three decodes and a prefill's last token) and 4 tokens are served; 16, 16, 16 at
+    # 6-8, and 4 at 9 (slots full again): served 117 before time 10, where arrived * 18 = 180 >
+    # 117 + 54 (at time 9, 162 <= 113 + 54)
+    text = DAI_MANY.read_text()
+    assert "let g = 2;" in text
+    variant = tmp_path / "dai_backlog_many_variant.sq"
+    variant.write_text(text.replace("let g = 2;", "let g = 1;"))
+    failed = _run_json(variant, "--arrivals", "40")["bounded_backlog"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 10.0, 9)
+
+
+def test_dai_backlog_many_family_and_proof():
+    module = claims_module(DAI_MANY)
+    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 14 && "
+                                   "t.out == 5 && t.forced == false) s")
+    (st,) = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
+                       "((r.served : Int) + (54 : Int)))))")
+    assert "theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany." + st.ident in (
         PAPERS / "ClaimsProved.lean").read_text()
 
 

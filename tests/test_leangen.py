@@ -1109,6 +1109,7 @@ EXPORTED = {
     # given arrival times only)
     "papers/dai_backlog.sq": "`arrive renewal(g)` without `--arrivals N`",
     "papers/dai_backlog_decode.sq": "`arrive renewal(g)` without `--arrivals N`",
+    "papers/dai_backlog_many.sq": "`arrive renewal(g)` without `--arrivals N`",
 }
 
 

@@ -18,6 +18,8 @@ public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
 public import Serq.BacklogDecode
 public import Papers.Claims.DaiBacklogDecode
+public import Serq.BacklogMany
+public import Papers.Claims.DaiBacklogMany
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
@@ -277,6 +279,35 @@ theorem dai_bounded_backlog_decode : Papers.Claims.DaiBacklogDecode.bounded_back
   simp only [Papers.Claims.DaiBacklogDecode.family, Bool.and_eq_true] at hfam
   have h := backlog_decode_bounded Papers.Claims.DaiBacklogDecode.engine 4 32 3 ss (by decide) (by decide)
     (by decide) (by decide) (dai_backlog_decode_renewal 0 ss hfam.2) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The bounded backlog with several requests in flight (`dai_backlog_many.sq`) -/
+
+/-- Every workload of the family has the renewal arrivals with decodes: the `k`-th session (from 0)
+at step `(k + 1) · 2`, one turn of a 14-token prompt and 5 output tokens. -/
+theorem dai_backlog_many_renewal : ∀ (k : Nat) (ss : List Session),
+    everySession Papers.Claims.DaiBacklogMany.sessionOk k ss = true → RenewalDecode 2 14 5 k ss
+  | _, [], _ => trivial
+  | k, s :: ss, h => by
+    simp only [everySession, Bool.and_eq_true] at h
+    obtain ⟨hs, hrest⟩ := h
+    simp only [Papers.Claims.DaiBacklogMany.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_many_renewal (k + 1) ss hrest⟩
+
+/-- The bounded backlog with three requests in flight for every workload of the family: the engine
+(budget 16, four request slots, 64 KV blocks of 16 tokens, mixed batching, no chunk cap) meets
+`backlog_many`'s hypotheses with `g = 2`, `P = 14`, `D = 5`, `K = 3` (`5 ≤ 3 · 2`, `14 + 2 ≤ 16`,
+`3 ≤ 4`, `3 · 2 ≤ 64` blocks), so at every iteration `arrived · 18 ≤ served + 54`
+(lean/Serq/BacklogMany.lean). -/
+theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany.bounded_backlog_26a03f02dc86 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogMany.family, Bool.and_eq_true] at hfam
+  have h := backlog_many Papers.Claims.DaiBacklogMany.engine 2 14 5 3 ss (by decide) (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_many_renewal 0 ss hfam.2))) fuel r hr
   simp only [decide_eq_true_eq]
   omega
 
