@@ -365,6 +365,15 @@ def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 10.0, 9)
 
 
+def test_dai_backlog_many_holds_with_the_prefix_cache_on(tmp_path):
+    # Serq.backlog_many allows a prefix cache (one turn per session: an admission reuses nothing)
+    text = DAI_MANY.read_text()
+    assert "let caching = 0;" in text
+    variant = tmp_path / "dai_backlog_many_cache.sq"
+    variant.write_text(text.replace("let caching = 0;", "let caching = 1;"))
+    assert _run_json(variant, "--arrivals", "40")["bounded_backlog"]["result"] == "holds"
+
+
 def test_dai_backlog_many_family_and_proof():
     module = claims_module(DAI_MANY)
     assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 14 && "
