@@ -365,6 +365,58 @@ theorem sumRem_le (c : Nat) : ∀ (L : List Res), (∀ r ∈ L, r.remaining ≤ 
     have hr := h r List.mem_cons_self
     simp only [sumRem, resCount, Nat.succ_mul]; omega
 
+/-- `Σ_{j < n} (M - j · g)`: the most `n` works left ascending by `g` and at most `M` add up to. -/
+def tri (M g : Nat) : Nat → Nat
+  | 0 => 0
+  | n + 1 => (M - n * g) + tri M g n
+
+theorem tri_mono_n (M g : Nat) {n m : Nat} (h : n ≤ m) : tri M g n ≤ tri M g m := by
+  obtain ⟨k, rfl⟩ := Nat.exists_eq_add_of_le h
+  induction k with
+  | zero => exact Nat.le_refl _
+  | succ k ih =>
+    have := ih (by omega)
+    show _ ≤ (M - (n + k) * g) + tri M g (n + k)
+    omega
+
+theorem tri_mono_M (g : Nat) {M M' : Nat} (h : M ≤ M') : ∀ n, tri M g n ≤ tri M' g n
+  | 0 => Nat.le_refl _
+  | n + 1 => by
+    have := tri_mono_M g h n
+    simp only [tri]
+    omega
+
+theorem tri_succ' (M g : Nat) : ∀ n, tri M g (n + 1) = M + tri (M - g) g n
+  | 0 => by simp [tri]
+  | n + 1 => by
+    have ih := tri_succ' M g n
+    show (M - (n + 1) * g) + tri M g (n + 1) = M + ((M - g - n * g) + tri (M - g) g n)
+    rw [ih, Nat.succ_mul]
+    omega
+
+theorem tri_le_mul (M g : Nat) : ∀ n, tri M g n ≤ n * M
+  | 0 => by simp [tri]
+  | n + 1 => by
+    have := tri_le_mul M g n
+    simp only [tri, Nat.succ_mul]
+    omega
+
+/-- Works left ascending by `g`, each at most `M`, add up to at most `tri M g n`. -/
+theorem sum_asc (g M : Nat) : ∀ (x : Nat) (L : List Res), Asc g x L → (∀ r ∈ L, r.remaining ≤ M) →
+    sumRem L ≤ tri M g (resCount L)
+  | _, [], _, _ => by simp [sumRem, tri, resCount]
+  | _, r :: rs, ⟨_, h2⟩, hM => by
+    have ih := sum_asc g M (r.remaining + g) rs h2 (fun y hy => hM y (List.mem_cons_of_mem _ hy))
+    have hr : r.remaining + resCount rs * g ≤ M := by
+      by_cases hrs : rs = []
+      · subst hrs; simp only [resCount, Nat.zero_mul, Nat.add_zero]; exact hM r List.mem_cons_self
+      · have := asc_count g (M + g) (r.remaining + g) rs h2
+          (fun y hy => by have := hM y (List.mem_cons_of_mem _ hy); omega) hrs
+        omega
+    show r.remaining + sumRem rs ≤ tri M g (resCount rs + 1)
+    simp only [tri]
+    omega
+
 /-! ## An iteration of decodes, and of decodes and one arrival -/
 
 theorem excluded_none (eng : Engine) (hph : eng.phased = false) (rs : List Res) (d : Bool) :
@@ -495,7 +547,7 @@ structure Inv (eng : Engine) (g P D K : Nat) (ss : List Session) (m : Machine) :
   spaced : Spaced g P m.now m.pending
   head : HeadGap g D m.now m.running m.pending
   conserve : m.arrived * (P + (D - 1)) = m.served + sumRem m.running
-  records : ∀ x ∈ m.records, x.arrived * (P + (D - 1)) ≤ x.served + K * (P + (D - 1))
+  records : ∀ x ∈ m.records, x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + tri (D - g) g (K - 1)
   cacheSids : ∀ e ∈ m.cache, ∀ q ∈ m.pending, e.sid < q.sid
   runningSids : ∀ r ∈ m.running, ∀ q ∈ m.pending, r.req.sid < q.sid
   sids : ∀ q ∈ m.pending, q.sid < sessionCount ss
@@ -634,7 +686,12 @@ theorem step_inv (eng : Engine) (g P D K : Nat) (ss : List Session) (hy : Hyp en
       rcases e7 y hy with hy | ⟨ha, hs⟩
       · exact hrec y hy
       · rw [ha, hs, hcons]
-        have := Nat.mul_le_mul hcount (show D - 1 ≤ P + (D - 1) by omega)
+        have h1 := sum_asc g (D - 1) 1 m.running hasc (fun r hr => (hdecs r hr).2.2.1)
+        have h2 := tri_mono_n (D - 1) g hcount
+        have h3 : tri (D - 1) g K = (D - 1) + tri (D - 1 - g) g (K - 1) := by
+          have := tri_succ' (D - 1) g (K - 1)
+          rwa [show K - 1 + 1 = K by omega] at this
+        have h4 := tri_mono_M g (show D - 1 - g ≤ D - g by omega) (K - 1)
         omega
     · rw [e2]
       exact e8 (fun s => ∀ q ∈ m.pending, s < q.sid) (p4 (fun s => ∀ q ∈ m.pending, s < q.sid) hcsid)
@@ -699,14 +756,13 @@ theorem step_inv (eng : Engine) (g P D K : Nat) (ss : List Session) (hy : Hyp en
       have hsp' : Spaced g P (step eng ss m).now (step eng ss m).pending := by
         rw [e1, e2]; exact spaced_mono (by omega) hrest
       have hrec' : ∀ y ∈ (step eng ss m).records,
-          y.arrived * (P + (D - 1)) ≤ y.served + K * (P + (D - 1)) := by
+          y.arrived * (P + (D - 1)) ≤ y.served + (P + (D - 1)) + tri (D - g) g (K - 1) := by
         intro y hy
         rcases e7 y hy with hy | ⟨ha, hs⟩
         · exact hrec y hy
         · rw [ha, hs, Nat.add_mul, Nat.one_mul, hcons]
-          have h1 := Nat.mul_le_mul (show resCount m.running ≤ K - 1 by omega) (show D - 1 ≤ P + (D - 1) by omega)
-          have h2 : (K - 1) * (P + (D - 1)) + (P + (D - 1)) = K * (P + (D - 1)) := by
-            rw [← Nat.succ_mul]; congr 1; omega
+          have h1 := sum_asc g (D - g) 1 m.running hasc (fun r hr => by have := hat r hr; omega)
+          have h2 := tri_mono_n (D - g) g (show resCount m.running ≤ K - 1 by omega)
           omega
       have hcs' : ∀ e ∈ (step eng ss m).cache, ∀ q ∈ (step eng ss m).pending, e.sid < q.sid := by
         rw [e2]
@@ -820,19 +876,32 @@ decodes for at most `K` gaps: at most `K` requests are in flight), a budget that
 beside `K - 1` decodes (`P + (K - 1) ≤ budget`), `K` request slots, a KV pool of `K` requests' `W`
 tokens (`K · blocksFor blockSize W ≤ kvBlocks`), vLLM's mixed schedule (`phased = false`) and a chunk
 cap that does not cut a prompt (`chunk = 0 ∨ P ≤ chunk`), every iteration record of every run has
-`arrived · W ≤ served + K · W`. Proved, not assumed: the request cap and the KV pool never bind and
-nothing is preempted (every resident is a decode, spaced from the next by at least `g` tokens of
-work left: `BacklogMany.Inv`). -/
+`arrived · W ≤ served + W + Σ_{j=1}^{K-1} (D - j · g)` (`tri (D - g) g (K - 1)`: at an arrival the
+residents' work left ascends by `g` up to `D - g`). Proved, not assumed: the request cap and the KV
+pool never bind and nothing is preempted (`BacklogMany.Inv`). -/
+theorem backlog_many_tight (eng : Engine) (g P D K : Nat) (ss : List Session)
+    (hph : eng.phased = false) (hch : eng.chunk = 0 ∨ P ≤ eng.chunk) (hP : 0 < P) (hg : 0 < g) (hK : 0 < K)
+    (hmany : D ≤ K * g) (hB : P + (K - 1) ≤ eng.budget) (hcap : K ≤ eng.reqsCap)
+    (hfits : K * blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hw : GappedDecode g P D 0 ss)
+    (fuel : Nat) :
+    ∀ r ∈ (run eng ss fuel (init ss)).records,
+      r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) + BacklogMany.tri (D - g) g (K - 1) := by
+  have hy : BacklogMany.Hyp eng g P D K ss :=
+    ⟨hph, hch, hP, hg, hK, hmany, hB, hcap, hfits, BacklogDecode.gapped_turns g P D 0 ss hw⟩
+  exact (BacklogMany.run_inv eng g P D K ss hy fuel (init ss)
+    (BacklogMany.init_inv eng g P D K ss hg hw)).records
+
+/-- `backlog_many_tight` with `K` requests' work: `arrived · W ≤ served + K · W`. -/
 theorem backlog_many (eng : Engine) (g P D K : Nat) (ss : List Session)
     (hph : eng.phased = false) (hch : eng.chunk = 0 ∨ P ≤ eng.chunk) (hP : 0 < P) (hg : 0 < g) (hK : 0 < K)
     (hmany : D ≤ K * g) (hB : P + (K - 1) ≤ eng.budget) (hcap : K ≤ eng.reqsCap)
     (hfits : K * blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hw : GappedDecode g P D 0 ss)
     (fuel : Nat) :
     ∀ r ∈ (run eng ss fuel (init ss)).records, r.arrived * (P + (D - 1)) ≤ r.served + K * (P + (D - 1)) := by
-  have hy : BacklogMany.Hyp eng g P D K ss :=
-    ⟨hph, hch, hP, hg, hK, hmany, hB, hcap, hfits, BacklogDecode.gapped_turns g P D 0 ss hw⟩
-  exact (BacklogMany.run_inv eng g P D K ss hy fuel (init ss)
-    (BacklogMany.init_inv eng g P D K ss hg hw)).records
-
-end Serq
-
+  intro r hr
+  have h := backlog_many_tight eng g P D K ss hph hch hP hg hK hmany hB hcap hfits hw fuel r hr
+  have h1 := BacklogMany.tri_le_mul (D - g) g (K - 1)
+  have h2 := Nat.mul_le_mul_left (K - 1) (show D - g ≤ P + (D - 1) by omega)
+  have h3 : (K - 1) * (P + (D - 1)) + (P + (D - 1)) = K * (P + (D - 1)) := by
+    rw [← Nat.succ_mul]; congr 1; omega
+  omega
