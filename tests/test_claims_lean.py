@@ -346,9 +346,23 @@ def test_dai_backlog_many_holds_on_the_simulated_path(sessions):
                           "--json"], capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds"),
+                                                                     ("bounded_backlog_exact", "holds")]
     response = report["client"]["response"]
     assert (response["count"], response["min"], response["max"]) == (int(sessions), 5.0, 5.0)
+
+
+def test_dai_backlog_many_exact_constant_is_met(tmp_path):
+    # the exact constant W + (D - g) + (D - 2g) = 18 + 3 + 1 = 22 is met with equality: sessions at 2, 4,
+    # 6; iterations 0-3 (times 2-5) serve 14, 1, 1 + 14, 2 (served 32); at 6 session 2 arrives while
+    # session 0 has 1 decode left and session 1 has 3: arrived * 18 = 54 = 32 + 22. One token less fails
+    text = DAI_MANY.read_text()
+    claim = "(arrived * W <= served + W + (D - g) + (D - 2 * g));"
+    assert claim in text
+    variant = tmp_path / "dai_backlog_many_less.sq"
+    variant.write_text(text.replace(claim, "(arrived * W <= served + W + (D - g) + (D - 2 * g) - 1);"))
+    failed = _run_json(variant, "--arrivals", "20")["bounded_backlog_exact"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 6.0, 4)
 
 
 def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
@@ -361,8 +375,13 @@ def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
     assert "let g = 2;" in text
     variant = tmp_path / "dai_backlog_many_variant.sq"
     variant.write_text(text.replace("let g = 2;", "let g = 1;"))
-    failed = _run_json(variant, "--arrivals", "40")["bounded_backlog"]
+    claims = _run_json(variant, "--arrivals", "40")
+    failed = claims["bounded_backlog"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 10.0, 9)
+    # the exact claim, 18 + (5 - 1) + (5 - 2) = 25 with g = 1, fails first: served 14, 15, 16 at times 1-3,
+    # and at 4 arrived * 18 = 72 > 45 + 25 (at 3, 54 = 29 + 25)
+    exact = claims["bounded_backlog_exact"]
+    assert (exact["result"], exact["time"], exact["iteration"]) == ("fails", 4.0, 3)
 
 
 def test_dai_backlog_many_holds_with_the_prefix_cache_on(tmp_path):
@@ -371,18 +390,22 @@ def test_dai_backlog_many_holds_with_the_prefix_cache_on(tmp_path):
     assert "let caching = 0;" in text
     variant = tmp_path / "dai_backlog_many_cache.sq"
     variant.write_text(text.replace("let caching = 0;", "let caching = 1;"))
-    assert _run_json(variant, "--arrivals", "40")["bounded_backlog"]["result"] == "holds"
+    claims = _run_json(variant, "--arrivals", "40")
+    assert (claims["bounded_backlog"]["result"], claims["bounded_backlog_exact"]["result"]) == ("holds", "holds")
 
 
 def test_dai_backlog_many_family_and_proof():
     module = claims_module(DAI_MANY)
     assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 14 && "
                                    "t.out == 5 && t.forced == false) s")
-    (st,) = module.statements
+    st, exact = module.statements
     assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
                        "((r.served : Int) + (54 : Int)))))")
-    assert "theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany." + st.ident in (
-        PAPERS / "ClaimsProved.lean").read_text()
+    assert exact.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
+                          "((((r.served : Int) + (18 : Int)) + (3 : Int)) + (1 : Int)))))")
+    proved = (PAPERS / "ClaimsProved.lean").read_text()
+    assert "theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany." + st.ident in proved
+    assert "theorem dai_bounded_backlog_many_exact : Papers.Claims.DaiBacklogMany." + exact.ident in proved
 
 
 def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):

@@ -311,6 +311,20 @@ theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany.bounded_backlog_
   simp only [decide_eq_true_eq]
   omega
 
+/-- The exact constant for every workload of the family: `backlog_many_tight` with `K = 3`,
+`W + (5 - 2) + (5 - 4) = 22` (`tri 3 2 2 = 4`), so at every iteration `arrived · 18 ≤ served + 22`;
+`dai_backlog_many.sq`'s path meets it with equality at time 6. -/
+theorem dai_bounded_backlog_many_exact : Papers.Claims.DaiBacklogMany.bounded_backlog_exact_99a1894eca7a := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogMany.family, Bool.and_eq_true] at hfam
+  have h := backlog_many_tight Papers.Claims.DaiBacklogMany.engine 2 14 5 3 ss (by decide) (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_many_renewal 0 ss hfam.2))) fuel r hr
+  have ht : BacklogMany.tri (5 - 2) 2 (3 - 1) = 4 := by decide
+  rw [ht] at h
+  simp only [decide_eq_true_eq]
+  omega
+
 /-! ## Shortest volume first (`svf.sq`), Kong et al. -/
 
 /-- The queueing bound `2 · (Σ latency − Σ out) ≤ 2 · (prefix_total(vol) − Σ vol)` at the end of the

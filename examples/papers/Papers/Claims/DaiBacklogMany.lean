@@ -19,7 +19,7 @@ namespace Papers.Claims.DaiBacklogMany
 open Serq
 
 /-- SHA-256 of the program's canonical IR (`serq ir`). -/
-def irDigest : String := "cdb333e3a6bc294496bbb67f1b061dc359efdc19e0135529527a415e6aedb7f7"
+def irDigest : String := "dc8d8f8881aab91c6cbed70ea4334cefa52dc611f386e75f63b203e84476abdf"
 
 /-- The engine: tokens cap 16, request slots 4, 64 KV blocks of 16 tokens, chunk cap 0 (0: none), prefix caching false, phase-separated false. -/
 def engine : Engine := ⟨16, 4, 64, 16, 0, false, false⟩
@@ -32,9 +32,13 @@ def sessionOk (k : Nat) (s : Session) : Bool :=
 def family (ss : List Session) : Bool :=
   decide (ss.length ≤ 500) && everySession sessionOk 0 ss
 
-/-- `claim bounded_backlog: every iteration of llm (arrived * W <= served + K * W);` (dai_backlog_many.sq:82:3) -/
+/-- `claim bounded_backlog: every iteration of llm (arrived * W <= served + K * W);` (dai_backlog_many.sq:85:3) -/
 def bounded_backlog_26a03f02dc86 : Prop :=
   EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ ((r.served : Int) + (54 : Int)))))
+
+/-- `claim bounded_backlog_exact: every iteration of llm (arrived * W <= served + W + (D - g) + (D - 2 * g));` (dai_backlog_many.sq:87:3) -/
+def bounded_backlog_exact_99a1894eca7a : Prop :=
+  EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ ((((r.served : Int) + (18 : Int)) + (3 : Int)) + (1 : Int)))))
 
 end Papers.Claims.DaiBacklogMany
 
