@@ -30,6 +30,7 @@ public import Serq.KernelFull
 public import Serq.KernelFullRun
 public import Serq.Backlog
 public import Serq.BacklogDecode
+public import Serq.BacklogManyStep
 public import Serq.BacklogMany
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
