@@ -29,6 +29,9 @@ public import Serq.KernelServed
 public import Serq.KernelFull
 public import Serq.KernelFullRun
 public import Serq.Backlog
+public import Serq.BacklogDecode
+public import Serq.BacklogManyStep
+public import Serq.BacklogMany
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd

@@ -29,7 +29,8 @@ def _run_json(path: Path, *args: str) -> dict:
 def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
-                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq", "svf.sq"}
+                                          "rad.sq", "bari_rate.sq", "dai_backlog.sq", "dai_backlog_decode.sq",
+                                          "dai_backlog_many.sq", "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -258,6 +259,153 @@ def test_dai_backlog_family_is_the_constant_renewal():
         16, 4, 64, 16, 0, False, False)
     assert "theorem dai_bounded_backlog : Papers.Claims.DaiBacklog." + st.ident in (
         PAPERS / "ClaimsProved.lean").read_text()
+
+
+# --- dai_backlog_decode.sq: the bounded backlog with decodes (Serq.backlog_decode_bounded) ---
+
+DAI_DECODE = PAPERS / "dai_backlog_decode.sq"
+
+
+@pytest.mark.parametrize("sessions", ["1", "7", "60"])
+def test_dai_backlog_decode_holds_on_the_simulated_path(sessions):
+    # a 32-token prompt with 3 output tokens every 4 steps, budget 16: each request is prefilled in the
+    # two iterations after its arrival (16 + 16; the second samples its first token) and decodes in the
+    # next two, so its last token is at 3 after its arrival (response 4) and the next arrival finds the
+    # engine empty: arrived * 34 = served + 34 at each arrival
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_DECODE), "--arrivals", sessions,
+                          "--json"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
+    response = report["client"]["response"]
+    assert (response["count"], response["min"], response["max"]) == (int(sessions), 4.0, 4.0)
+
+
+def _dai_decode_variant(tmp_path: Path, old: str, new: str) -> Path:
+    text = DAI_DECODE.read_text()
+    assert old in text
+    path = tmp_path / "dai_backlog_decode_variant.sq"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def test_dai_backlog_decode_fails_when_the_life_exceeds_the_gap_though_the_work_fits(tmp_path):
+    # the broken variant: a gap of 3. The work per gap fits (34 <= 16 * 3) but a life (2 prefill and 2
+    # decode iterations) does not. Session 0 arrives at 3: iterations 0-3 (times 3-6) serve 16, 16, 1, 1;
+    # at time 6 session 1 arrives while session 0 has a decode left: arrived * 34 = 68 > served + 34 =
+    # 33 + 34
+    failed = _run_json(_dai_decode_variant(tmp_path, "let g = 4;", "let g = 3;"), "--arrivals", "5")
+    assert (failed["bounded_backlog"]["result"], failed["bounded_backlog"]["time"],
+            failed["bounded_backlog"]["iteration"]) == ("fails", 6.0, 3)
+
+
+def test_dai_backlog_decode_fails_with_one_decode_too_many(tmp_path):
+    # D = 4 (W = 35, a life of 2 + 3 = 5 > 4). Session 0 arrives at 4: iterations 0-3 (times 4-7) serve
+    # 16, 16, 1, 1; at time 8 session 1 arrives with one decode of session 0 left: arrived * 35 = 70 >
+    # served + 35 = 34 + 35
+    failed = _run_json(_dai_decode_variant(tmp_path, "let D = 3;", "let D = 4;"), "--arrivals", "5")
+    assert (failed["bounded_backlog"]["result"], failed["bounded_backlog"]["time"],
+            failed["bounded_backlog"]["iteration"]) == ("fails", 8.0, 4)
+
+
+@pytest.mark.parametrize("old, new", [("let caching = 0;", "let caching = 1;"),
+                                      ("let threshold_cap = 0;", "let threshold_cap = 8;")],
+                         ids=["prefix-cache", "chunk-cap"])
+def test_dai_backlog_decode_holds_with_a_cache_or_a_chunk_cap(tmp_path, old, new):
+    # Serq.backlog_decode_bounded allows a prefix cache (one turn per session: nothing is reused) and any
+    # chunk cap (lifted for a request alone, and one request is in flight)
+    out = _run_json(_dai_decode_variant(tmp_path, old, new), "--arrivals", "40")
+    assert out["bounded_backlog"]["result"] == "holds"
+
+
+def test_dai_backlog_decode_family_and_proof():
+    module = claims_module(DAI_DECODE)
+    assert module.session_test == ("s.arrive == (k + 1) * 4 && singleTurn (fun t => t.think == 0 && t.new == 32 && "
+                                   "t.out == 3 && t.forced == false) s")
+    (st,) = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (34 : Int)) ≤ "
+                       "((r.served : Int) + (34 : Int)))))")
+    e = module.engine
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
+        16, 4, 64, 16, 0, False, False)
+    assert "theorem dai_bounded_backlog_decode : Papers.Claims.DaiBacklogDecode." + st.ident in (
+        PAPERS / "ClaimsProved.lean").read_text()
+
+
+# --- dai_backlog_many.sq: the bounded backlog with K = 3 requests in flight (Serq.backlog_many) ---
+
+DAI_MANY = PAPERS / "dai_backlog_many.sq"
+
+
+@pytest.mark.parametrize("sessions", ["1", "7", "60"])
+def test_dai_backlog_many_holds_on_the_simulated_path(sessions):
+    # a 14-token prompt with 5 output tokens every 2 steps, budget 16: each prompt is prefilled whole in
+    # its arrival's iteration beside at most two decodes, and its four decodes follow, so it is answered
+    # 5 after it arrives, with up to three requests in flight: arrived * 18 <= served + 3 * 18
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_MANY), "--arrivals", sessions,
+                          "--json"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds"),
+                                                                     ("bounded_backlog_exact", "holds")]
+    response = report["client"]["response"]
+    assert (response["count"], response["min"], response["max"]) == (int(sessions), 5.0, 5.0)
+
+
+def test_dai_backlog_many_exact_constant_is_met(tmp_path):
+    # the exact constant W + (D - g) + (D - 2g) = 18 + 3 + 1 = 22 is met with equality: sessions at 2, 4,
+    # 6; iterations 0-3 (times 2-5) serve 14, 1, 1 + 14, 2 (served 32); at 6 session 2 arrives while
+    # session 0 has 1 decode left and session 1 has 3: arrived * 18 = 54 = 32 + 22. One token less fails
+    text = DAI_MANY.read_text()
+    claim = "(arrived * W <= served + W + (D - g) + (D - 2 * g));"
+    assert claim in text
+    variant = tmp_path / "dai_backlog_many_less.sq"
+    variant.write_text(text.replace(claim, "(arrived * W <= served + W + (D - g) + (D - 2 * g) - 1);"))
+    failed = _run_json(variant, "--arrivals", "20")["bounded_backlog_exact"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 6.0, 4)
+
+
+def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
+    # a gap of 1: D = 5 > K * g = 3, and the arrivals (18 tokens a step) outrun the budget (16) and the
+    # four request slots. By hand: iterations 0-3 (times 1-4) serve 14, 15, 16, 16 (served 61); at 5 the
+    # slots are full (three decodes and a prefill's last token) and 4 tokens are served; 16, 16, 16 at
+    # 6-8, and 4 at 9 (slots full again): served 117 before time 10, where arrived * 18 = 180 >
+    # 117 + 54 (at time 9, 162 <= 113 + 54)
+    text = DAI_MANY.read_text()
+    assert "let g = 2;" in text
+    variant = tmp_path / "dai_backlog_many_variant.sq"
+    variant.write_text(text.replace("let g = 2;", "let g = 1;"))
+    claims = _run_json(variant, "--arrivals", "40")
+    failed = claims["bounded_backlog"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 10.0, 9)
+    # the exact claim, 18 + (5 - 1) + (5 - 2) = 25 with g = 1, fails first: served 14, 15, 16 at times 1-3,
+    # and at 4 arrived * 18 = 72 > 45 + 25 (at 3, 54 = 29 + 25)
+    exact = claims["bounded_backlog_exact"]
+    assert (exact["result"], exact["time"], exact["iteration"]) == ("fails", 4.0, 3)
+
+
+def test_dai_backlog_many_holds_with_the_prefix_cache_on(tmp_path):
+    # Serq.backlog_many allows a prefix cache (one turn per session: an admission reuses nothing)
+    text = DAI_MANY.read_text()
+    assert "let caching = 0;" in text
+    variant = tmp_path / "dai_backlog_many_cache.sq"
+    variant.write_text(text.replace("let caching = 0;", "let caching = 1;"))
+    claims = _run_json(variant, "--arrivals", "40")
+    assert (claims["bounded_backlog"]["result"], claims["bounded_backlog_exact"]["result"]) == ("holds", "holds")
+
+
+def test_dai_backlog_many_family_and_proof():
+    module = claims_module(DAI_MANY)
+    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 14 && "
+                                   "t.out == 5 && t.forced == false) s")
+    st, exact = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
+                       "((r.served : Int) + (54 : Int)))))")
+    assert exact.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
+                          "((((r.served : Int) + (18 : Int)) + (3 : Int)) + (1 : Int)))))")
+    proved = (PAPERS / "ClaimsProved.lean").read_text()
+    assert "theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany." + st.ident in proved
+    assert "theorem dai_bounded_backlog_many_exact : Papers.Claims.DaiBacklogMany." + exact.ident in proved
 
 
 def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):

@@ -1108,6 +1108,8 @@ EXPORTED = {
     # a renewal workload without `--arrivals N` (with it, the kernel fragment; the engine model takes
     # given arrival times only)
     "papers/dai_backlog.sq": "`arrive renewal(g)` without `--arrivals N`",
+    "papers/dai_backlog_decode.sq": "`arrive renewal(g)` without `--arrivals N`",
+    "papers/dai_backlog_many.sq": "`arrive renewal(g)` without `--arrivals N`",
 }
 
 

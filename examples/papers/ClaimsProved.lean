@@ -16,6 +16,10 @@ public import Serq.KernelAdmitFull
 public import Serq.OneAtATime
 public import Serq.Backlog
 public import Papers.Claims.DaiBacklog
+public import Serq.BacklogDecode
+public import Papers.Claims.DaiBacklogDecode
+public import Serq.BacklogMany
+public import Papers.Claims.DaiBacklogMany
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
@@ -248,6 +252,76 @@ theorem dai_bounded_backlog : Papers.Claims.DaiBacklog.bounded_backlog_b95a3dc75
   simp only [Papers.Claims.DaiBacklog.family, Bool.and_eq_true] at hfam
   have h := backlog_bounded Papers.Claims.DaiBacklog.engine 2 32 ss (by decide) (by decide) (by decide)
     (dai_backlog_renewal 0 ss hfam.2) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The pathwise bounded backlog with decodes (`dai_backlog_decode.sq`), Dai et al. 2025, Th. 2(b) -/
+
+/-- Every workload of the family has the renewal arrivals `Serq.backlog_decode_bounded` needs: the
+`k`-th session (from 0) at step `(k + 1) · 4`, one turn of a 32-token prompt and 3 output tokens. -/
+theorem dai_backlog_decode_renewal : ∀ (k : Nat) (ss : List Session),
+    everySession Papers.Claims.DaiBacklogDecode.sessionOk k ss = true → RenewalDecode 4 32 3 k ss
+  | _, [], _ => trivial
+  | k, s :: ss, h => by
+    simp only [everySession, Bool.and_eq_true] at h
+    obtain ⟨hs, hrest⟩ := h
+    simp only [Papers.Claims.DaiBacklogDecode.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_decode_renewal (k + 1) ss hrest⟩
+
+/-- The bounded backlog with decodes for every workload of the family: the engine (budget 16, four
+request slots, 64 KV blocks of 16 tokens) meets `backlog_decode_bounded`'s hypotheses with `g = 4`,
+`P = 32`, `D = 3` (`32 + 16 · 2 ≤ 16 · 4`, a request's 34 tokens in 3 blocks), so at every iteration
+`arrived · 34 ≤ served + 34` (lean/Serq/BacklogDecode.lean). -/
+theorem dai_bounded_backlog_decode : Papers.Claims.DaiBacklogDecode.bounded_backlog_97cfc69fa176 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogDecode.family, Bool.and_eq_true] at hfam
+  have h := backlog_decode_bounded Papers.Claims.DaiBacklogDecode.engine 4 32 3 ss (by decide) (by decide)
+    (by decide) (by decide) (dai_backlog_decode_renewal 0 ss hfam.2) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The bounded backlog with several requests in flight (`dai_backlog_many.sq`) -/
+
+/-- Every workload of the family has the renewal arrivals with decodes: the `k`-th session (from 0)
+at step `(k + 1) · 2`, one turn of a 14-token prompt and 5 output tokens. -/
+theorem dai_backlog_many_renewal : ∀ (k : Nat) (ss : List Session),
+    everySession Papers.Claims.DaiBacklogMany.sessionOk k ss = true → RenewalDecode 2 14 5 k ss
+  | _, [], _ => trivial
+  | k, s :: ss, h => by
+    simp only [everySession, Bool.and_eq_true] at h
+    obtain ⟨hs, hrest⟩ := h
+    simp only [Papers.Claims.DaiBacklogMany.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_many_renewal (k + 1) ss hrest⟩
+
+/-- The bounded backlog with three requests in flight for every workload of the family: the engine
+(budget 16, four request slots, 64 KV blocks of 16 tokens, mixed batching, no chunk cap) meets
+`backlog_many`'s hypotheses with `g = 2`, `P = 14`, `D = 5`, `K = 3` (`5 ≤ 3 · 2`, `14 + 2 ≤ 16`,
+`3 ≤ 4`, `3 · 2 ≤ 64` blocks), so at every iteration `arrived · 18 ≤ served + 54`
+(lean/Serq/BacklogMany.lean). -/
+theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany.bounded_backlog_26a03f02dc86 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogMany.family, Bool.and_eq_true] at hfam
+  have h := backlog_many Papers.Claims.DaiBacklogMany.engine 2 14 5 3 ss (by decide) (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_many_renewal 0 ss hfam.2))) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-- The exact constant for every workload of the family: `backlog_many_tight` with `K = 3`,
+`W + (5 - 2) + (5 - 4) = 22` (`tri 3 2 2 = 4`), so at every iteration `arrived · 18 ≤ served + 22`;
+`dai_backlog_many.sq`'s path meets it with equality at time 6. -/
+theorem dai_bounded_backlog_many_exact : Papers.Claims.DaiBacklogMany.bounded_backlog_exact_99a1894eca7a := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogMany.family, Bool.and_eq_true] at hfam
+  have h := backlog_many_tight Papers.Claims.DaiBacklogMany.engine 2 14 5 3 ss (by decide) (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_many_renewal 0 ss hfam.2))) fuel r hr
+  have ht : BacklogMany.tri (5 - 2) 2 (3 - 1) = 4 := by decide
+  rw [ht] at h
   simp only [decide_eq_true_eq]
   omega
 
