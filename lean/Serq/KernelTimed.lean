@@ -371,9 +371,9 @@ def Iteration.costOf (e : Expr) (r : Iteration) : Nat :=
 /-- An expression that reads only the batch is what the record's cost says, whatever else the
 engine's view holds. -/
 theorem eval_batchOnly (caps : List Nat) (pools : List PoolState) (serial : Nat) (attrs : List Nat)
-    (now w t pf d n wt : Nat) :
+    (now w t pf d n : Nat) (wt : List Nat) :
     ∀ e : Expr, e.batchOnly = true →
-      eval ⟨caps, pools, serial, [t, pf, d, n, wt]⟩ attrs now w e = eval ⟨[], [], 0, [t, pf, d, n]⟩ [] 0 0 e
+      eval ⟨caps, pools, serial, t :: pf :: d :: n :: wt⟩ attrs now w e = eval ⟨[], [], 0, [t, pf, d, n]⟩ [] 0 0 e
   | .num _, _ => rfl
   | .blockSize _, _ => rfl
   | .stageVar i, h => by
@@ -436,7 +436,7 @@ theorem startIteration_timed_self (p : Program) (f s : Nat) (eng : Engine) (m : 
       case hvr => rfl
       case hstart => rfl
       case hc =>
-        simp only [engineView, Iteration.costOf]
+        simp only [engineView, Iteration.costOf, costVars]
         exact eval_batchOnly _ _ _ _ _ _ _ _ _ _ _ _ hcost
 
 /-- `startIteration` of another stage keeps stage `s`'s invariant. -/
