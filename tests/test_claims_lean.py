@@ -706,6 +706,15 @@ def test_a_kernel_claim_at_end_is_stated_over_the_runs_observations_and_response
     assert "Observations: 0 `vol`." in module.text()
 
 
+def test_a_kernel_claim_over_iterations_reads_the_batchs_kv_sums(tmp_path):
+    """`kv_decode` and `kv_prefill` are the record's `kvDecode`, `kvPrefill` (`Serq.Kernel.Iteration`)."""
+    path = _kernel_at_end(tmp_path, lambda s: s.replace(
+        "  claim wrong:", "  claim kv: every iteration of llm (kv_decode + kv_prefill <= tokens);\n  claim wrong:"))
+    st = {s.claim: s for s in claims_module(path).statements}
+    assert st["kv"].body.startswith("EveryIterationOfRun program stage fuel (fun r => ")
+    assert "r.kvDecode" in st["kv"].body and "r.kvPrefill" in st["kv"].body
+
+
 @pytest.mark.parametrize("edit, phrase, needle", [
     (lambda s: s.replace("claim wrong: at end (", "claim wrong: at end (now > 0 && "),
      "`now`: in the model a claim at end reads constants and aggregates of observations", "claim wrong"),

@@ -107,10 +107,10 @@ def test_exported_program_builds_and_runs_in_lean(tmp_path: Path):
 
 # ------------------------------------------------------- Lean types in step with Python's
 
-def _lean_structure_fields(name: str) -> list[str]:
-    """The fields of `structure NAME where` in lean/Serq/Exec.lean, in order."""
+def _lean_structure_fields(name: str, module: str = "Exec.lean") -> list[str]:
+    """The fields of `structure NAME where` in lean/Serq/MODULE, in order."""
     import re
-    lines = (REPO / "lean" / "Serq" / "Exec.lean").read_text().splitlines()
+    lines = (REPO / "lean" / "Serq" / module).read_text().splitlines()
     start = lines.index(f"structure {name} where")
     fields = []
     for line in lines[start + 1:]:
@@ -165,6 +165,16 @@ def test_lean_record_mirrors_what_claims_read_of_an_iteration():
     # the fragment records what the issue lists; `attention` needs reals and stays out
     assert set(python[1:]) == {"tokens", "prefilled", "decoders", "residents", "kv_decode", "kv_prefill",
                                "demand", "served", "arrived"}
+
+
+def test_kernel_iteration_mirrors_the_recorded_fields():
+    """`Serq.Kernel.Iteration`'s fields are the interpreter's record fields the kernel DRT sends
+    (`ITERATION_FIELDS`, in order; a field Lean keeps doubled is named so, `attention2`)."""
+    from serq.leangen.kernel import ITERATION_FIELDS, ITERATION_SCALE
+    from serq.sim.steps import IterationRecord
+    assert set(ITERATION_FIELDS) <= set(IterationRecord.__annotations__)
+    assert _lean_structure_fields("Iteration", "KernelMachine.lean") == [
+        _camel(f) + (str(ITERATION_SCALE[f]) if f in ITERATION_SCALE else "") for f in ITERATION_FIELDS]
 
 
 def test_lean_outcome_and_record_rows_have_the_drt_observations_shape():
@@ -329,7 +339,45 @@ KV_SOURCE = ("fn main() {\n  device gpu { kv cap 8; }\n  engine llm on gpu {\n  
              "  pool reqs on llm { queue fifo; }\n  workload { arrive batch(2); }\n  server { llm (3, 2 - serial); }\n}\n")
 KV_ANSWERS = {0: [(0, 1, 0, 4)], 1: [(1, 1, 0, 3)]}
 KV_TOKENS = {0: [(0, 1, 1, 0, 3, 0, 0)], 1: [(1, 1, 2, 1, 2, 0, 0)]}
-KV_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2), (1, 3, 2, 1, 2, 3, 4, 2), (2, 1, 0, 1, 2, 2, 7, 2), (3, 1, 0, 1, 1, 1, 8, 2)]
+# Per iteration also the batch's KV sums (kv_decode, kv_prefill, twice the attention): at 0 both prefill from
+# position 0, 3 and 1 tokens: kv_prefill 0, attention 3 * (0 + 3/2) + 1 * (0 + 1/2) = 5 (doubled 10); at 1 s0
+# decodes from 3, its KV once the token is written ⌈4 / 2⌉ * 2 = 4, and s1 prefills 2 from 1: kv_prefill 1,
+# attention 2 * (1 + 1) = 4 (8); at 2 s1 decodes from 3 (4); at 3 s0 decodes from 4, ⌈5 / 2⌉ * 2 = 6.
+KV_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2, 0, 0, 10), (1, 3, 2, 1, 2, 3, 4, 2, 4, 1, 8), (2, 1, 0, 1, 2, 2, 7, 2, 4, 0, 0),
+                 (3, 1, 0, 1, 1, 1, 8, 2, 6, 0, 0)]
+
+# KV_SOURCE's program with an iteration cost that reads the three sums: 1 + ⌊kv_decode / 4⌋ +
+# ⌈attention / 4⌉ + kv_prefill. The batches are KV_SOURCE's (every session is admitted at 0) and so are their
+# sums; the times change: 1 + 0 + ⌈5 / 4⌉ + 0 = 3 (0-3), 1 + 1 + 1 + 1 = 4 (3-7), 1 + 1 + 0 + 0 = 2 (7-9, s1's
+# turn answered), 1 + ⌊6 / 4⌋ = 2 (9-11, s0's).
+KV_COST_SOURCE = KV_SOURCE.replace(
+    "execute (1);", "execute (1 + floor(batch.kv_decode / 4) + ceil(batch.attention / 4) + batch.kv_prefill);")
+KV_COST_ANSWERS = {0: [(0, 1, 0, 11)], 1: [(1, 1, 0, 9)]}
+KV_COST_TOKENS = {0: [(0, 1, 3, 0, 9, 0, 0)], 1: [(1, 1, 7, 3, 7, 0, 0)]}
+KV_COST_ITERATIONS = [(0, 4, 4, 0, 2, 6, 0, 2, 0, 0, 10), (3, 3, 2, 1, 2, 3, 4, 2, 4, 1, 8),
+                      (7, 1, 0, 1, 2, 2, 7, 2, 4, 0, 0), (9, 1, 0, 1, 1, 1, 8, 2, 6, 0, 0)]
+KV_COST_TERM = ("(.bin .add (.bin .add (.bin .add (.num 1) (.floorDiv (.stageVar 12) 4)) "
+                "(.floorDiv (.bin .add (.stageVar 14) (.num 7)) 8)) (.stageVar 13))")
+
+
+def _iterations_theorem(iterations) -> str:
+    """The Lean theorem that engine 0's records in the program's run are `iterations` (newest first in Lean):
+    whole records with the KV sums, else their first eight fields (`_hand_fields`)."""
+    records = "(getEngineState (runProgram program 1000).engines 0).records"
+    if len(iterations[0]) == 8:
+        records += (".map (fun r => [r.start, r.tokens, r.prefilled, r.decoders, r.residents, r.demand, r.served, "
+                    "r.arrived])")
+        rows = ", ".join("[" + ", ".join(map(str, r)) + "]" for r in reversed(iterations))
+    else:
+        rows = ", ".join("⟨" + ", ".join(map(str, r)) + "⟩" for r in reversed(iterations))
+    return f"theorem iterations : {records} = [{rows}] := by\n  decide +kernel\n\n"
+
+
+def _hand_fields(records, iterations) -> list:
+    """The engines' records cut to the fields the hand computation gives: start … arrived (eight) for the
+    runs computed before the records had the batch's KV sums, all eleven for those computed with them."""
+    width = len(iterations[0])
+    return [tuple(r[:width] for r in rs) for rs in records]
 
 
 # a preemption (`preempt lifo`, requeue at the head): a KV pool of cap 8 in blocks of 2, each request taking a
@@ -511,7 +559,7 @@ def test_kernel_recorded_run_of_a_granule_is_the_hand_computed_one(tmp_path):
     assert lean_engines(kp).endswith(", [], none, none, true, (.num 2)⟩]")
     sessions, records = recorded_run(program, kp)
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == GRANULE_ANSWERS
-    assert records == [tuple(GRANULE_ITERATIONS)]
+    assert _hand_fields(records, GRANULE_ITERATIONS) == [tuple(GRANULE_ITERATIONS)]
 
 
 def _engine_program(folder: Path):
@@ -528,7 +576,7 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     sessions, records = recorded_run(program, kernel_program(program, tmp_path))
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == ENGINE_ANSWERS
     assert {s: list(r.tokens) for s, r in enumerate(sessions)} == ENGINE_TOKENS
-    assert records == [tuple(ENGINE_ITERATIONS)]
+    assert _hand_fields(records, ENGINE_ITERATIONS) == [tuple(ENGINE_ITERATIONS)]
 
 
 @pytest.mark.parametrize("name, source, answers, tokens, iterations", [
@@ -537,7 +585,8 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
     ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS),
     ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
-    ("prefix_hit", PREFIX_HIT_SOURCE, PREFIX_HIT_ANSWERS, PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS)])
+    ("prefix_hit", PREFIX_HIT_SOURCE, PREFIX_HIT_ANSWERS, PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS),
+    ("kv_cost", KV_COST_SOURCE, KV_COST_ANSWERS, KV_COST_TOKENS, KV_COST_ITERATIONS)])
 def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
                                                                               tokens, iterations):
     from serq.leangen.kernel import kernel_program, recorded_run
@@ -545,7 +594,57 @@ def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(t
     sessions, records = recorded_run(program, kernel_program(program, tmp_path))
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
     assert {s: list(r.tokens) for s, r in enumerate(sessions)} == tokens
-    assert records == [tuple(iterations)]
+    assert _hand_fields(records, iterations) == [tuple(iterations)]
+
+
+def test_kernel_export_of_the_batchs_kv_sums(tmp_path):
+    """`serq lean export` takes an `execute` cost that reads `batch.kv_decode`, `batch.kv_prefill` and
+    `ceil(batch.attention / 4)` (`Serq.Kernel.StageVar` 12, 13, and 14: twice the attention)."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _written(tmp_path, "kv_cost", KV_COST_SOURCE)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    assert KV_COST_TERM in r.output
+
+
+@pytest.mark.parametrize("cost, term", [
+    ("floor(batch.attention)", "(.floorDiv (.stageVar 14) 2)"),
+    ("ceil(batch.attention)", "(.floorDiv (.bin .add (.stageVar 14) (.num 1)) 2)"),
+    ("floor(batch.attention / 3)", "(.floorDiv (.stageVar 14) 6)"),
+])
+def test_kernel_reads_the_attention_doubled(tmp_path, cost, term):
+    from serq.leangen.kernel import kernel_program, lean_engines
+    _, program = _written(tmp_path, "p", KV_SOURCE.replace("execute (1);", f"execute (1 + {cost});"))
+    assert f"(.bin .add (.num 1) {term})" in lean_engines(kernel_program(program, tmp_path))
+
+
+@pytest.mark.parametrize("cost", ["1 + batch.attention", "1 + floor(2 * batch.attention)", "max(1, batch.attention)"])
+def test_kernel_export_refuses_the_attention_outside_floor_or_ceil(tmp_path, cost):
+    """The attention is a half when a batch's Σ n² is odd: the fragment reads it rounded, as the program says."""
+    from serq.errors import SerqError
+    from serq.leangen.kernel import ATTENTION_READS, kernel_program
+    _, program = _written(tmp_path, "p", KV_SOURCE.replace("execute (1);", f"execute ({cost});"))
+    with pytest.raises(SerqError, match=re.escape(f"outside the Lean kernel fragment: {ATTENTION_READS}")):
+        kernel_program(program, tmp_path)
+
+
+@pytest.mark.lean
+def test_the_kv_sums_program_agrees_in_lean_on_both_paths(tmp_path):
+    """KV_COST_SOURCE's hand-computed run, kernel-checked (`decide +kernel`) and through the compiled driver;
+    a record whose doubled attention is one off is refused on both."""
+    from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel, run_compiled
+    _, program = _written(tmp_path, "kv_cost", KV_COST_SOURCE)
+    case = KernelCase(program)
+    right = observe_kernel(case)
+    assert right.records == (tuple(KV_COST_ITERATIONS),)
+    first, *rest = right.records[0]
+    wrong = KernelObserved(right.value, right.sessions, ((first[:10] + (first[10] + 1,), *rest),))
+    items = [(0, case, right), (1, case, wrong)]
+    assert [f.case_id for f in check_kernel_in_lean(items)] == [1]
+    verdict = run_compiled(items, tmp_path)
+    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (1, (1,), ())
 
 
 def test_kernel_export_of_an_engine(tmp_path):
@@ -677,7 +776,7 @@ def test_kernel_turns_created_at_one_instant_queue_in_the_files_order(tmp_path):
     sessions, records = recorded_run(program, kp, tmp_path)
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == TIE_ANSWERS
     assert {s: list(r.tokens) for s, r in enumerate(sessions)} == TIE_TOKENS
-    assert list(records[0]) == TIE_ITERATIONS
+    assert list(_hand_fields(records, TIE_ITERATIONS)[0]) == TIE_ITERATIONS
 
 
 @pytest.mark.parametrize("csv, flag, what", [
@@ -986,7 +1085,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
     program, the pool-observables program, the functions program, the six engines, the `evict by`, lease
-    and `blocksize` programs, the ordered trace and the tie of two turns created at one instant in one file (one Lean start-up, not one each); the cache's and the observables' observations too, the engines' tokens and iterations."""
+    and `blocksize` programs, the ordered trace, the tie of two turns created at one instant and the KV sums' cost in one file (one Lean start-up, not one each); the cache's and the observables' observations too, the engines' tokens and iterations."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -1007,6 +1106,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, trace = _trace_program(tmp_path)
     _, tie = _tie_program(tmp_path / "tie")
     _, prefix_hit = _written(tmp_path, "prefix_hit", PREFIX_HIT_SOURCE)
+    _, kv_cost = _written(tmp_path, "kv_cost", KV_COST_SOURCE)
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
                 "SelfPreempt": SELF_PREEMPT_OBSERVATIONS, "Functions": FUNCTIONS_OBSERVATIONS,
                 "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS,
@@ -1017,7 +1117,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                    "Phases": (PHASES_TOKENS, PHASES_ITERATIONS), "KvMemory": (KV_TOKENS, KV_ITERATIONS),
                    "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS),
                    "SelfPreempt": (SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
-                   "Tie": (TIE_TOKENS, TIE_ITERATIONS), "PrefixHit": (PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS)}
+                   "Tie": (TIE_TOKENS, TIE_ITERATIONS), "PrefixHit": (PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS),
+                   "KvCost": (KV_COST_TOKENS, KV_COST_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
@@ -1030,7 +1131,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("Functions", functions, tmp_path, FUNCTIONS_ANSWERS),
             ("EvictBy", evict_by, tmp_path, EVICT_BY_ANSWERS), ("Lease", lease, tmp_path, LEASE_ANSWERS),
             ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS), ("Trace", trace, tmp_path, TRACE_ANSWERS),
-            ("Tie", tie, tmp_path / "tie", TIE_ANSWERS), ("PrefixHit", prefix_hit, tmp_path, PREFIX_HIT_ANSWERS)):
+            ("Tie", tie, tmp_path / "tie", TIE_ANSWERS), ("PrefixHit", prefix_hit, tmp_path, PREFIX_HIT_ANSWERS),
+            ("KvCost", kv_cost, tmp_path, KV_COST_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
@@ -1048,9 +1150,7 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                 f"theorem tokens_{s} : (getThread (runProgram program 1000).threads {s}).tokens = "
                 f"[{', '.join('⟨' + ', '.join(map(str, t)) + '⟩' for t in reversed(ts))}] := by\n  decide +kernel\n\n"
                 for s, ts in tokens.items())
-            theorems += ("theorem iterations : (getEngineState (runProgram program 1000).engines 0).records = "
-                         f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(iterations))}] := by\n"
-                         "  decide +kernel\n\n")
+            theorems += _iterations_theorem(iterations)
         text = text.replace(f"end {ns}", theorems + f"end {ns}")
         parts.append(text if not parts else text[text.index(f"namespace {ns}"):])
     f = tmp_path / "Examples.lean"
@@ -1074,9 +1174,7 @@ def test_the_granule_program_runs_in_lean_as_computed_by_hand(tmp_path: Path):
         f"theorem session_{s} : (getThread (runProgram program 1000).threads {s}).answers = "
         f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
         for s, turns in GRANULE_ANSWERS.items())
-    theorems += ("theorem iterations : (getEngineState (runProgram program 1000).engines 0).records = "
-                 f"[{', '.join('⟨' + ', '.join(map(str, r)) + '⟩' for r in reversed(GRANULE_ITERATIONS))}] := by\n"
-                 "  decide +kernel\n\n")
+    theorems += _iterations_theorem(GRANULE_ITERATIONS)
     f = tmp_path / "Granule.lean"
     f.write_text(text.replace(f"end {ns}", theorems + f"end {ns}"))
     r = compile_file(f)

@@ -418,6 +418,57 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Boo
         admitWaiting p s chunk only gated f r.1 r.2
       else (m, b)
 
+/-! ### The batch's KV sums (`batch.kv_decode`, `batch.kv_prefill`, `batch.attention`)
+
+Read off the residents once the batch is planned: a resident is in the batch when the iteration gave it
+tokens (`sched`; a victim a preemption took left the residents, its share given back as the
+interpreter's `unserve` does), and its position is its growing hold's (`partOn`), which advances only at
+the iteration's end (`Machine.advanceHolds`), so it is the position serving read. -/
+
+/-- Resident `r`'s growing hold (`growing P`): the pool's index and its part there; none for a run
+growing no pool (the interpreter's `Job.alloc` is `None`). -/
+def growingPart (m : Machine) (r : Resident) : Option (Nat × Held) :=
+  match r.grow with
+  | 0 => none
+  | i + 1 =>
+    match partOn (getThread m.threads r.thread).k i with
+    | some h => some (i, h)
+    | none => none
+
+/-- `batch.kv_decode`: over the batch's decodes, the KV once the iteration's token is written, in whole
+blocks of the pool it grows (`_kv_decode`: ⌈(p + 1) / b⌉ · b, `roundUp`; 0 growing no pool). -/
+def batchKvDecode (p : Program) (m : Machine) : List Resident → Nat
+  | [] => 0
+  | r :: rs =>
+    (if r.decode && r.sched != 0 then
+      match growingPart m r with
+      | some (i, h) => roundUp (getAt p.blocks i) (h.pos + 1)
+      | none => 0
+    else 0) + batchKvDecode p m rs
+
+/-- A resident's position on its growing hold (0 growing no pool). -/
+def positionOf (m : Machine) (r : Resident) : Nat :=
+  match growingPart m r with
+  | some (_, h) => h.pos
+  | none => 0
+
+/-- `batch.kv_prefill`: over the batch's prefills, the position before the iteration's tokens. -/
+def batchKvPrefill (m : Machine) : List Resident → Nat
+  | [] => 0
+  | r :: rs => (if !r.decode && r.sched != 0 then positionOf m r else 0) + batchKvPrefill m rs
+
+/-- Twice `batch.attention`: over the batch's prefill chunks of n tokens from position p,
+n · (2p + n) (the interpreter's n · (p + n / 2), doubled to stay whole; a run growing no pool is at
+position 0 and counts). -/
+def batchAttention2 (m : Machine) : List Resident → Nat
+  | [] => 0
+  | r :: rs => (if !r.decode then r.sched * (2 * positionOf m r + r.sched) else 0) + batchAttention2 m rs
+
+/-- What `execute` reads (`StageVar`): the batch's tokens, prefill tokens and decodes, the residents,
+the holds waiting, and after the places of the serve keys' variables (0 here) the KV sums. -/
+def costVars (tokens prefilled decoders residents waiting kvd kvp att2 : Nat) : List Nat :=
+  [tokens, prefilled, decoders, residents, waiting, 0, 0, 0, 0, 0, 0, 0, kvd, kvp, att2]
+
 /-- Engine `s` (of clauses `eng`) plans an iteration (`StepStage.start`, vLLM's schedule
 `advance running [only (p)] [by (keys)]; admit waiting [only (q)] while (running.preempted == 0);`):
 the budget, the chunk and the granule read once, the residents p lets served in the serve order, then the waiting
@@ -439,9 +490,12 @@ def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Mach
   let es' := getEngineState m'.engines s
   if b.tokens = 0 && b.preempted = 0 then m' else
   let nres := countResidents es'.residents
-  let cost := eval (engineView p m' [b.tokens, b.prefilled, b.decoders, nres, waitingIn s p.admitVia m'.pools]) [] m'.now 0 eng.cost
+  let kvd := batchKvDecode p m' es'.residents
+  let kvp := batchKvPrefill m' es'.residents
+  let att2 := batchAttention2 m' es'.residents
+  let cost := eval (engineView p m' (costVars b.tokens b.prefilled b.decoders nres (waitingIn s p.admitVia m'.pools) kvd kvp att2)) [] m'.now 0 eng.cost
   if cost = 0 && b.tokens != 0 then { m' with failed := true } else
-  let record : Iteration := ⟨m'.now, b.tokens, b.prefilled, b.decoders, nres, demandOf chunk es'.residents, es'.served, m'.arrived⟩
+  let record : Iteration := ⟨m'.now, b.tokens, b.prefilled, b.decoders, nres, demandOf chunk es'.residents, es'.served, m'.arrived, kvd, kvp, att2⟩
   let running' : EngineState :=
     { es' with busy := true, start := m'.now, served := es'.served + b.tokens, records := record :: es'.records }
   { m' with engines := setEngineState m'.engines s running' }.setTimer (m'.now + cost) (.iterationEnd s)

@@ -13,7 +13,7 @@ A line is whitespace-separated natural numbers (`serq.leangen.kernel_drt.encode_
 them), in prefix form:
 
 * case: `id fuel program sessions (answers (4 each) observations (5 each) tokens (5 each))* stages
-  (iterations (8 each))*`, each list as its length then its elements, newest first (as
+  (iterations (11 each: the record's fields in order))*`, each list as its length then its elements, newest first (as
   `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none);
 * program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
   blocks cachedAt computedAt engines admitVia preemptModes preemptKeys evictKeys`, the stages as their count then each service (`0` delay, `1 c`
@@ -443,9 +443,9 @@ def readExpected : Nat → List Nat → Option (List Expected × List Nat)
 
 def readIterations : Nat → List Nat → Option (List Iteration × List Nat)
   | 0, r => some ([], r)
-  | n + 1, a :: b :: c :: d :: e :: g :: h :: i :: r =>
+  | n + 1, a :: b :: c :: d :: e :: g :: h :: i :: kd :: kp :: at2 :: r =>
     match readIterations n r with
-    | some (its, r) => some (⟨a, b, c, d, e, g, h, i⟩ :: its, r)
+    | some (its, r) => some (⟨a, b, c, d, e, g, h, i, kd, kp, at2⟩ :: its, r)
     | none => none
   | _ + 1, _ => none
 

@@ -107,6 +107,17 @@ def StageVar.entryWaiting : Nat := 10
 (`StepStage.budget_left`): the tokens the iteration can still give the request being admitted. -/
 def StageVar.budgetLeft : Nat := 11
 
+/-- What `execute` reads of the batch's KV beside the five above (`StepStage.serve_one`'s `b_kvd`, `b_kvp`,
+`b_att`): `batch.kv_decode`, the KV of its decodes once the iteration's token is written, in whole blocks
+of their growing pools (Σ ⌈(p + 1) / b⌉ · b over their positions p; 0 for a run growing no pool);
+`batch.kv_prefill`, the positions of its prefills before the iteration's tokens; and twice
+`batch.attention` (Σ n · (2p + n) over its prefill chunks of n tokens from position p: the attention
+Σ n · (p + n / 2) is a half when Σ n² is odd, its double is whole; the exporter reads
+`floor(batch.attention)` and `ceil(batch.attention)` off it). -/
+def StageVar.kvDecode : Nat := 12
+def StageVar.kvPrefill : Nat := 13
+def StageVar.attention2 : Nat := 14
+
 /-- The view's context variables while an engine admits with `budget` left and chunk cap `chunk` (0:
 none): `budget_left` is the budget left, up to the chunk cap. -/
 def admissionStage (chunk budget : Nat) : List Nat :=
@@ -252,7 +263,8 @@ structure TurnTokens where
 /-- What a claim over an engine's iterations reads of one (the interpreter's `IterationRecord`):
 its start, the batch's tokens, prefill tokens and decodes, the residents after scheduling, the
 tokens they could take with an unlimited budget, the tokens of the earlier iterations, the sessions
-arrived by its start. -/
+arrived by its start, and the batch's KV sums as `execute` reads them (`StageVar.kvDecode`,
+`kvPrefill`, `attention2`: twice the attention, which is whole). -/
 structure Iteration where
   start : Nat
   tokens : Nat
@@ -262,6 +274,9 @@ structure Iteration where
   demand : Nat
   served : Nat
   arrived : Nat
+  kvDecode : Nat
+  kvPrefill : Nat
+  attention2 : Nat
   deriving DecidableEq, Repr
 
 /-- Units a hold took from a pool, given back at its scope's end, whether that release caches

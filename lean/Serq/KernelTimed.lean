@@ -7,7 +7,7 @@ public import Serq.KernelBudget
 
 Proved of `Serq.Kernel`'s run for every program of the fragment and any fuel (`runProgram_timed`):
 the iteration records of an engine stage whose `execute` reads only what a record keeps
-(`Expr.batchOnly`: numbers, `batch.tokens`, `batch.prefilled`, `batch.decoders` and the residents
+(`Expr.batchOnly`: numbers, `batch.tokens`, `batch.prefilled`, `batch.decoders`, the batch's KV sums and the residents
 after the scheduling) are timed by it: each record starts no earlier than the one before it started
 plus that one's cost (`recordsTimed`, the records newest first, the cost read off the record:
 `Iteration.costOf`). With `Serq.RateCost` and `runProgram_within_budget` that is the token rate of a
@@ -348,10 +348,11 @@ theorem Machine.timed_start {c : Iteration → Nat} {s : Nat} {m m' : Machine} (
 
 /-- An expression that reads only what an iteration's record keeps: numbers (and a pool's block,
 a constant), `batch.tokens`, `batch.prefilled`, `batch.decoders` and the residents after the
-scheduling (`StageVar` 0–3); no attribute, clock, pool's state or `waiting_holds`. -/
+scheduling (`StageVar` 0–3), and the batch's KV sums (`StageVar` 12–14: `batch.kv_decode`,
+`batch.kv_prefill`, twice `batch.attention`); no attribute, clock, pool's state or `waiting_holds`. -/
 def Expr.batchOnly : Expr → Bool
   | .num _ | .blockSize _ => true
-  | .stageVar i => decide (i < 4)
+  | .stageVar i => decide (i < 4) || decide (12 ≤ i ∧ i < 15)
   | .not e => e.batchOnly
   | .bin _ l r => l.batchOnly && r.batchOnly
   | .cond t a b => t.batchOnly && a.batchOnly && b.batchOnly
@@ -364,50 +365,58 @@ the batch; a cost that reads a pool does not. -/
 example : (Expr.bin .add (.num 1) (.floorDiv (.stageVar StageVar.tokens) 4)).batchOnly = true ∧
     (Expr.bin .add (.num 1) (.used 0)).batchOnly = false := ⟨rfl, rfl⟩
 
-/-- An iteration's cost under `execute (e)`, read off its record. -/
+/-- `tests/test_leangen.py`'s KV cost, `execute (1 + floor(batch.kv_decode / 4) + ceil(batch.attention / 4) +
+batch.kv_prefill)`, reads only the batch; `waiting.count` does not. -/
+example : (Expr.bin .add (.bin .add (.bin .add (.num 1) (.floorDiv (.stageVar StageVar.kvDecode) 4))
+      (.floorDiv (.bin .add (.stageVar StageVar.attention2) (.num 7)) 8)) (.stageVar StageVar.kvPrefill)).batchOnly = true ∧
+    (Expr.stageVar StageVar.waiting).batchOnly = false := ⟨rfl, rfl⟩
+
+/-- An iteration's cost under `execute (e)`, read off its record (its KV sums included; `waiting.count`
+is not in it, read as 0). -/
 def Iteration.costOf (e : Expr) (r : Iteration) : Nat :=
-  eval ⟨[], [], 0, [r.tokens, r.prefilled, r.decoders, r.residents]⟩ [] 0 0 e
+  eval ⟨[], [], 0, costVars r.tokens r.prefilled r.decoders r.residents 0 r.kvDecode r.kvPrefill r.attention2⟩ [] 0 0 e
 
 /-- An expression that reads only the batch is what the record's cost says, whatever else the
 engine's view holds. -/
 theorem eval_batchOnly (caps : List Nat) (pools : List PoolState) (serial : Nat) (attrs : List Nat)
-    (now w t pf d n wt : Nat) :
+    (now w t pf d n wt kd kp at2 : Nat) :
     ∀ e : Expr, e.batchOnly = true →
-      eval ⟨caps, pools, serial, [t, pf, d, n, wt]⟩ attrs now w e = eval ⟨[], [], 0, [t, pf, d, n]⟩ [] 0 0 e
+      eval ⟨caps, pools, serial, costVars t pf d n wt kd kp at2⟩ attrs now w e =
+        eval ⟨[], [], 0, costVars t pf d n 0 kd kp at2⟩ [] 0 0 e
   | .num _, _ => rfl
   | .blockSize _, _ => rfl
   | .stageVar i, h => by
+    -- the two views differ only at `waiting_holds` (4), which a batch-only expression does not read
     match i, h with
     | 0, _ => rfl
     | 1, _ => rfl
     | 2, _ => rfl
     | 3, _ => rfl
-    | k + 4, h =>
-      simp only [Expr.batchOnly, decide_eq_true_eq] at h
-      omega
+    | 4, h => simp [Expr.batchOnly] at h
+    | k + 5, _ => first | rfl | simp [eval, costVars, getAt]
   | .not e, h => by
     simp only [Expr.batchOnly] at h
-    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt e h]
+    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 e h]
   | .bin _ l r, h => by
     simp only [Expr.batchOnly, Bool.and_eq_true] at h
-    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt l h.1,
-      eval_batchOnly caps pools serial attrs now w t pf d n wt r h.2]
+    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 l h.1,
+      eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 r h.2]
   | .cond x a b, h => by
     simp only [Expr.batchOnly, Bool.and_eq_true] at h
-    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt x h.1.1,
-      eval_batchOnly caps pools serial attrs now w t pf d n wt a h.1.2,
-      eval_batchOnly caps pools serial attrs now w t pf d n wt b h.2]
+    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 x h.1.1,
+      eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 a h.1.2,
+      eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 b h.2]
   | .min a b, h => by
     simp only [Expr.batchOnly, Bool.and_eq_true] at h
-    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt a h.1,
-      eval_batchOnly caps pools serial attrs now w t pf d n wt b h.2]
+    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 a h.1,
+      eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 b h.2]
   | .max a b, h => by
     simp only [Expr.batchOnly, Bool.and_eq_true] at h
-    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt a h.1,
-      eval_batchOnly caps pools serial attrs now w t pf d n wt b h.2]
+    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 a h.1,
+      eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 b h.2]
   | .floorDiv a _, h => by
     simp only [Expr.batchOnly] at h
-    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt a h]
+    simp only [eval, eval_batchOnly caps pools serial attrs now w t pf d n wt kd kp at2 a h]
   | .attr _, h | .now, h | .waited, h | .used _, h | .free _, h | .holders _, h | .queued _, h
   | .cachedIn _, h => by simp [Expr.batchOnly] at h
 
@@ -437,7 +446,7 @@ theorem startIteration_timed_self (p : Program) (f s : Nat) (eng : Engine) (m : 
       case hstart => rfl
       case hc =>
         simp only [engineView, Iteration.costOf]
-        exact eval_batchOnly _ _ _ _ _ _ _ _ _ _ _ _ hcost
+        exact eval_batchOnly _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ hcost
 
 /-- `startIteration` of another stage keeps stage `s`'s invariant. -/
 theorem startIteration_timed_ne (p : Program) (f s' : Nat) (eng : Engine) (m : Machine) (c : Iteration → Nat)

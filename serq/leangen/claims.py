@@ -295,10 +295,12 @@ def claims_module(path: Path, inputs: dict[str, str] | None = None) -> "ClaimsMo
                         "k" if reads_index else "_k", family_doc, statements, observations.used())
 
 
-#: The fields of the kernel's iteration record (`Serq.Kernel.Iteration`) a claim reads.
+#: The fields of the kernel's iteration record (`Serq.Kernel.Iteration`) a claim reads (`attention` not:
+#: the record keeps it doubled, `attention2`, and a claim's comparison of a half is not over ℕ).
 KERNEL_RECORD_FIELDS = {
     "now": "start", "tokens": "tokens", "prefilled": "prefilled", "decoders": "decoders",
     "residents": "residents", "demand": "demand", "served": "served", "arrived": "arrived",
+    "kv_decode": "kvDecode", "kv_prefill": "kvPrefill",
 }
 _KERNEL_FORMS = {"every_iteration": "EveryIterationOfRun", "some_iteration": "SomeIterationOfRun"}
 #: The fuel of a kernel claim's run: enough for the paper programs' workloads (the statement says the run

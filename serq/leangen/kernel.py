@@ -56,17 +56,24 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
           "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines with "
-          "vLLM's default schedule, its serve order and `only` included, and an engine's KV memory whose "
+          "vLLM's default schedule, its serve order and `only` included, an `execute` cost over the batch (its "
+          "KV sums included), and an engine's KV memory whose "
           "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not; "
-          "the stages' observables, the batch's KV sums, `exclusive prefill`, "
+          "the stages' observables, `exclusive prefill`, "
           "iteration bodies and several engines' memories come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
-#: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py; the KV and attention sums
-#: come with an engine's memory).
+#: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py). In `execute`, `kv_decode` and
+#: `kv_prefill` are the batch's KV sums (`batch.kv_decode`, `batch.kv_prefill`); `attention2` is twice
+#: `batch.attention`, read only through `floor`/`ceil` (ATTENTION_READS).
 STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
               "decoding": 5, "admission": 6, "remaining": 7, "position": 8, "size": 9, "waiting": 10,
-              "budget_left": 11}  # (`budget_left(S)` where S admits: `Serq.Kernel.admissionStage`)
+              "budget_left": 11,  # (`budget_left(S)` where S admits: `Serq.Kernel.admissionStage`)
+              "kv_decode": 12, "kv_prefill": 13, "attention2": 14}
+#: Why `batch.attention` is read only as `floor(batch.attention [/ d])` or `ceil(batch.attention [/ d])`.
+ATTENTION_READS = ("`batch.attention` outside `floor(batch.attention)`, `ceil(batch.attention)` or those of "
+                   "`batch.attention / d`: the attention Σ n * (p + n / 2) is a half when a batch's Σ n² is odd, "
+                   "and the fragment's values are whole (Lean keeps it doubled, `StageVar.attention2`)")
 #: The serve order's keys (`advance running by (keys)`): the clause that reads the resident it orders
 #: and its session's attributes (the interpreter's `serve_ctx`).
 SERVE_ORDER = "advance running by"
@@ -84,7 +91,8 @@ EVICT_READS = ("in an `evict by` key: the interpreter reads the keys in the midd
 _CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
                 "granule": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
-                "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
+                "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
+                            "kv_prefill"),
                 SERVE_ORDER: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
                 ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
                 PREEMPT: ("decoding", "admission", "position"),
@@ -503,6 +511,8 @@ class _Lowering:
                                at, self.base)
             return LExpr("attr", (self.attribute(e.name, at),))
         if k == "ctx":
+            if e.var == "attention" and self.engine_clause == "execute":
+                raise _outside(ATTENTION_READS, at, self.base)
             if e.var == "waited" and self.waited_readable:
                 return LExpr("waited")
             if self.engine_clause is not None and e.var in _CLAUSE_VARS[self.engine_clause]:
@@ -532,6 +542,8 @@ class _Lowering:
                 for t in terms[1:]:  # min(a, b, c) is min(min(a, b), c)
                     out = LExpr(e.fn, (out, t))
                 return out
+            if e.fn in ("floor", "ceil") and len(e.args) == 1 and self.reads_attention(e.args[0]):
+                return self.attention(e.fn, e.args[0], at)
             if e.fn == "floor" and len(e.args) == 1:
                 a = e.args[0]
                 if isinstance(a, ir.Binary) and a.op == "div":
@@ -578,6 +590,21 @@ class _Lowering:
         if self.pool_state_refused is not None:
             raise _outside(f"`{e.fn}({name})` {self.pool_state_refused}", at, self.base)
         return LExpr(POOL_OBSERVABLES[e.fn], (self.pools.index(name),))
+
+    def reads_attention(self, a) -> bool:
+        """`a` is `batch.attention` or `batch.attention / d` in `execute`."""
+        if isinstance(a, ir.Binary) and a.op == "div":
+            a = a.lhs
+        return self.engine_clause == "execute" and isinstance(a, ir.Ctx) and a.var == "attention"
+
+    def attention(self, fn: str, a, at) -> LExpr:
+        """`floor` or `ceil` of `batch.attention / d` (d = 1 for `batch.attention` itself), read off twice the
+        attention (`StageVar.attention2`, whole): ⌊A / 2d⌋, or ⌈A / 2d⌉ = ⌊(A + 2d - 1) / 2d⌋."""
+        d = 2 * (self.divisor(a.rhs, at) if isinstance(a, ir.Binary) else 1)
+        doubled = LExpr("stageVar", (STAGE_VARS["attention2"],))
+        if fn == "ceil":
+            doubled = LExpr("bin", ("add", doubled, LExpr("num", (d - 1,))))
+        return LExpr("floorDiv", (doubled, d))
 
     def divisor(self, e, at) -> int:
         if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
@@ -763,7 +790,10 @@ class SessionRecord:
 
 
 #: An engine iteration's record as `Serq.Kernel.Iteration` has it: the interpreter's IterationRecord fields.
-ITERATION_FIELDS = ("start", "tokens", "prefilled", "decoders", "residents", "demand", "served", "arrived")
+ITERATION_FIELDS = ("start", "tokens", "prefilled", "decoders", "residents", "demand", "served", "arrived",
+                    "kv_decode", "kv_prefill", "attention")
+#: A record field Lean keeps scaled to stay whole: `Iteration.attention2` is twice the attention.
+ITERATION_SCALE = {"attention": 2}
 
 
 class NotNatural(ValueError):
@@ -814,6 +844,7 @@ def recorded_run(program: ir.Program, kp: KernelProgram,
         observations[serial].append((serial, turn, name_at[E.observe_names[idx]], _nat(time), _nat(value)))
     sessions = [SessionRecord(tuple(a), tuple(o), tuple(t)) for a, o, t in zip(answers, observations, tokens)]
     members = {name: ms[0] for name, ms in E.stage_members.items()}
-    records = [tuple(tuple(_nat(getattr(r, f)) for f in ITERATION_FIELDS) for r in (members[s].records or ()))
+    records = [tuple(tuple(_nat(getattr(r, f) * ITERATION_SCALE.get(f, 1)) for f in ITERATION_FIELDS)
+                     for r in (members[s].records or ()))
                if kp.services[i][0] == "step" else () for i, s in enumerate(kp.stages)]
     return sessions, records

@@ -20,7 +20,8 @@ entries are evicted, oldest first, when the pools fill. The pools' observables (
 works, hold units, `reuse` clauses and queue keys, and observed on their own inside holds, where
 the pools are busy. A pool in two evicts `by` keys (`_evictions`), and a hold in three leases one of
 its pools past its scope (`_leases`), ended by its time, a `release` outside any hold, or the
-session's end.
+session's end. An engine in two lasts a cost over the batch's KV sums (`_kv_cost`), which every
+iteration's record carries anyway.
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -232,6 +233,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _leases(program, rng)
     _granule(program, rng)
     program = _ordered_trace(program, rng)
+    _kv_cost(program, rng)
     return KernelCase(program)
 
 
@@ -617,6 +619,30 @@ def _granule(program: ir.Program, rng: random.Random) -> None:
     for engine in engines:
         engine.granule = rng.choice([_num(1), _num(2), _num(2), _num(3),
                                      _bin("add", _num(1), _bin("mod", ir.Ctx(var="residents"), _num(2)))])
+
+
+def _kv_cost(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after everything else (a seed's program is otherwise what it was before): an engine in two
+    lasts an iteration cost that reads the batch's KV sums, `batch.kv_decode`, `batch.kv_prefill` (0 but
+    for runs growing the engine's memory, `_kv_memory`) and `batch.attention` (every prefill's), the
+    attention rounded by `floor` or `ceil` as the fragment reads it; every cost is at least 1."""
+    engines = [stage.service for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not engines or rng.randrange(2):
+        return
+    batch = lambda var: ir.Ctx(var=var)  # noqa: E731
+    rounded = lambda fn, d: ir.Call(fn=fn, args=[  # noqa: E731
+        batch("attention") if d == 1 else _bin("div", batch("attention"), _num(d))])
+    for engine in engines:
+        engine.cost = rng.choice([
+            _bin("add", _num(1), batch("kv_decode")),
+            _bin("add", _num(1), batch("kv_prefill")),
+            _bin("add", _num(1), ir.Call(fn="floor", args=[
+                _bin("div", _bin("add", batch("kv_decode"), batch("kv_prefill")), _num(rng.randint(1, 4)))])),
+            ir.Call(fn="max", args=[_num(1), rounded("ceil", rng.randint(1, 4))]),
+            _bin("add", _num(1), rounded("floor", rng.randint(1, 3))),
+            _bin("add", _num(rng.randint(1, 2)), ir.Call(fn="max", args=[
+                ir.Call(fn="floor", args=[_bin("div", batch("kv_decode"), _num(2))]), batch("tokens")])),
+        ])
 
 
 TRACE_ATTRIBUTES = ["forced", "more", "new", "out", "think"]  # what a trace's turn sets (sizes, built in)

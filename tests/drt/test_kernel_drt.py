@@ -357,6 +357,23 @@ def _trace_replayed_in_arrival_order():
         yield
 
 
+@contextmanager
+def _kv_prefill_after_the_chunk():
+    """A planted bug in the batch's KV sums: `batch.kv_prefill` reads a prefill's position after the
+    iteration's tokens (p + n), as if its growing hold advanced while the batch is planned, not at the
+    iteration's end (a run growing no pool is left as it is)."""
+    serve_one = StepStage.serve_one
+
+    def patched(self, J):
+        before = J.sched
+        serve_one(self, J)
+        if not J.dec and J.alloc is not None and J.sched > before:
+            self.b_kvp += J.sched - before
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "serve_one", patched)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -388,7 +405,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "evicts_in_release_order": _by_patching(_evicts_in_release_order),
            "lease_never_expires": _by_patching(_lease_never_expires),
            "granule_admits_after": _by_patching(_granule_admits_after),
-           "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order)}
+           "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order),
+           "kv_prefill_after_the_chunk": _by_patching(_kv_prefill_after_the_chunk)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug, in the kernel-checked batch and among the compiled lines alike: the search for them
 # (the interpreter twice a seed, up to thousands of seeds a bug) is done once a run and its cases shared
