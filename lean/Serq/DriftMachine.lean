@@ -79,6 +79,89 @@ theorem stepAll_prefills (now : Nat) : ∀ (L : List Res),
       exact ⟨a, b, by rw [c]; exact hout⟩
     · exact i2 x hx
 
+/-! ## Serving a list of prefills -/
+
+/-- The residents, all prefills, as `advance running` serves them in admission order: each takes
+`min(remaining, budget left)` and grows its allocation to its position after them; once the budget is
+spent the rest are left as they are. -/
+def servePre (bs : Nat) : Nat → List Res → List Res
+  | _, [] => []
+  | b, r :: rs => if b = 0 then r :: rs else
+      { r with alloc := r.alloc + (blocksFor bs (r.pos + min r.remaining b) - r.alloc), sched := min r.remaining b }
+        :: servePre bs (b - min r.remaining b) rs
+
+/-- One prefill served: the plan goes on with the rest. -/
+theorem serve_pre_step (eng : Engine) (only : Option Bool) (f : Nat) (p : Plan) (r : Res) (rest : List Res)
+    (htodo : p.todo = r :: rest) (hb : 0 < p.budget) (hsp : p.selfPreempted = false) (hch : p.chunk = 0)
+    (hd : r.decoding = false) (hrem : 0 < r.remaining) (hex : excluded only false = false)
+    (hfit : usedBlocks p.done + usedBlocks p.todo
+      + (blocksFor eng.blockSize (r.pos + min r.remaining p.budget) - r.alloc) ≤ eng.kvBlocks) :
+    ∃ q, serveRunning eng only (f + 1) p = serveRunning eng only f q ∧ q.todo = rest ∧
+      q.budget = p.budget - min r.remaining p.budget ∧
+      q.done = p.done ++ [{ r with alloc := r.alloc + (blocksFor eng.blockSize (r.pos + min r.remaining p.budget) - r.alloc),
+                                   sched := min r.remaining p.budget }] ∧
+      q.waiting = p.waiting ∧ q.preempted = p.preempted ∧ q.selfPreempted = false ∧ q.chunk = p.chunk := by
+  have hg : growOrPreempt eng (resCount p.todo)
+      (blocksFor eng.blockSize (r.pos + min r.remaining p.budget) - r.alloc) p = p := by
+    have : resCount p.todo = resCount rest + 1 := by rw [htodo]; rfl
+    rw [this]
+    simp only [growOrPreempt]
+    rw [if_pos hfit]
+  have hb0 : ¬ (p.budget = 0 ∨ p.selfPreempted = true) := by simp [hsp]; omega
+  have hrem0 : ¬ (r.remaining = 0 ∨ excluded only r.decoding = true) := by simp [hd, hex]; omega
+  rw [serveRunning, if_neg hb0]
+  simp only [htodo]
+  rw [if_neg hrem0]
+  simp only [hd, Bool.false_eq_true, if_false, hch, capChunk_zero]
+  rw [← htodo, hg]
+  simp only [hsp, Bool.false_eq_true, if_false]
+  exact ⟨_, rfl, by simp [htodo, dropHead], rfl, by simp [appendRes_eq'], rfl, rfl, rfl, hch⟩
+
+/-- **The residents, all prefills, are served in order within the budget and the KV pool** (no chunk
+cap, every resident's prompt within `bW` blocks and the pool holding `bW` blocks for each): the plan's
+residents afterwards are `servePre`'s, and the budget left is `budget − min(budget, Σ remaining)`. -/
+theorem serve_prefills (eng : Engine) (only : Option Bool) (hex : excluded only false = false) (bW : Nat) :
+    ∀ (L : List Res) (p : Plan) (fuel : Nat), p.todo = L → resCount L < fuel →
+    (∀ r ∈ L, r.decoding = false ∧ 0 < r.remaining ∧ blocksFor eng.blockSize (r.pos + r.remaining) ≤ bW ∧ r.alloc ≤ bW) →
+    p.selfPreempted = false → p.chunk = 0 →
+    usedBlocks p.done + resCount L * bW ≤ eng.kvBlocks →
+    (serveRunning eng only fuel p).done ++ (serveRunning eng only fuel p).todo = p.done ++ servePre eng.blockSize p.budget L ∧
+    (serveRunning eng only fuel p).waiting = p.waiting ∧
+    (serveRunning eng only fuel p).preempted = p.preempted ∧
+    (serveRunning eng only fuel p).budget = p.budget - min p.budget (sumRem L) ∧
+    (serveRunning eng only fuel p).chunk = p.chunk
+  | [], p, fuel, htodo, _, _, _, _, _ => by
+    rw [serveRunning_nil eng only fuel p htodo]
+    exact ⟨by simp [htodo, servePre], rfl, rfl, by simp [sumRem], rfl⟩
+  | r :: rest, p, fuel, htodo, hf, hL, hsp, hch, hkv => by
+    obtain ⟨f, rfl⟩ : ∃ f, fuel = f + 1 := ⟨fuel - 1, by simp only [resCount] at hf; omega⟩
+    by_cases hb : p.budget = 0
+    · have : serveRunning eng only (f + 1) p = p := by
+        rw [serveRunning, if_pos (Or.inl hb)]
+      rw [this, htodo, hb]
+      exact ⟨by simp [servePre], rfl, rfl, by simp, rfl⟩
+    obtain ⟨hd, hrem, hgrow, halloc⟩ := hL r List.mem_cons_self
+    have hrest : ∀ x ∈ rest, x.decoding = false ∧ 0 < x.remaining ∧
+        blocksFor eng.blockSize (x.pos + x.remaining) ≤ bW ∧ x.alloc ≤ bW := fun x hx => hL x (List.mem_cons_of_mem _ hx)
+    have hurest := usedBlocks_le bW rest (fun x hx => (hrest x hx).2.2.2)
+    have hcount : resCount (r :: rest) = resCount rest + 1 := rfl
+    rw [hcount, Nat.succ_mul] at hkv
+    rw [hcount] at hf
+    have hg2 : blocksFor eng.blockSize (r.pos + min r.remaining p.budget) ≤ bW :=
+      Nat.le_trans (blocksFor_mono _ (by omega)) hgrow
+    obtain ⟨q, hq, h1, h2, h3, h4, h5, h6, h8⟩ := serve_pre_step eng only f p r rest htodo (by omega) hsp hch hd hrem hex
+      (by rw [htodo]; simp only [usedBlocks]; omega)
+    rw [hq]
+    have hgr : r.alloc + (blocksFor eng.blockSize (r.pos + min r.remaining p.budget) - r.alloc) ≤ bW := by omega
+    obtain ⟨i1, i2, i3, i4, i5⟩ := serve_prefills eng only hex bW rest q f h1 (by omega) hrest h6 (by rw [h8]; exact hch)
+      (by rw [h3, usedBlocks_app]; simp only [usedBlocks]; omega)
+    refine ⟨?_, by rw [i2, h4], by rw [i3, h5], ?_, by rw [i5, h8]⟩
+    · rw [i1, h3, h2]
+      simp [servePre, hb, hd]
+    · rw [i4, h2]
+      simp only [sumRem]
+      omega
+
 end DriftMachine
 
 end Serq
