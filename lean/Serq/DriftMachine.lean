@@ -162,6 +162,65 @@ theorem serve_prefills (eng : Engine) (only : Option Bool) (hex : excluded only 
       simp only [sumRem]
       omega
 
+/-- What `servePre` leaves: the same work left, `min(budget, Σ remaining)` tokens scheduled, every
+resident a prefill with `sched ≤ remaining`, its prompt's blocks still within `bW`. -/
+theorem servePre_facts (bs bW : Nat) : ∀ (b : Nat) (L : List Res),
+    (∀ r ∈ L, r.decoding = false ∧ 0 < r.remaining ∧ r.sched = 0 ∧ blocksFor bs (r.pos + r.remaining) ≤ bW ∧
+      r.alloc ≤ bW ∧ r.req.out ≤ 1) →
+    sumRem (servePre bs b L) = sumRem L ∧ batchTokens (servePre bs b L) = min b (sumRem L) ∧
+    ∀ x ∈ servePre bs b L, x.decoding = false ∧ 0 < x.remaining ∧ x.sched ≤ x.remaining ∧
+      blocksFor bs (x.pos + x.remaining) ≤ bW ∧ x.alloc ≤ bW ∧ x.req.out ≤ 1
+  | _, [], _ => by simp [servePre, sumRem, batchTokens]
+  | b, r :: rs, h => by
+    obtain ⟨hd, hrem, hs, hbl, hal, hout⟩ := h r List.mem_cons_self
+    have hrs := fun x hx => h x (List.mem_cons_of_mem _ hx)
+    by_cases hb : b = 0
+    · subst hb
+      have hz : ∀ (L : List Res), (∀ r ∈ L, r.sched = 0) → batchTokens L = 0 := by
+        intro L hL
+        induction L with
+        | nil => rfl
+        | cons y ys ih =>
+          simp only [batchTokens, hL y List.mem_cons_self, Nat.zero_add]
+          exact ih (fun z hz => hL z (List.mem_cons_of_mem _ hz))
+      simp only [servePre, if_true, Nat.zero_min]
+      refine ⟨trivial, hz _ (fun x hx => (h x hx).2.2.1), fun x hx => ?_⟩
+      obtain ⟨a1, a2, a3, a4, a5, a6⟩ := h x hx
+      exact ⟨a1, a2, by omega, a4, a5, a6⟩
+    · obtain ⟨i1, i2, i3⟩ := servePre_facts bs bW (b - min r.remaining b) rs hrs
+      simp only [servePre, hb, if_false, sumRem, batchTokens, i1, i2]
+      refine ⟨trivial, by omega, fun x hx => ?_⟩
+      rcases List.mem_cons.mp hx with rfl | hx
+      · refine ⟨hd, hrem, Nat.min_le_left _ _, hbl, ?_, hout⟩
+        have : blocksFor bs (r.pos + min r.remaining b) ≤ bW := Nat.le_trans (blocksFor_mono _ (by omega)) hbl
+        dsimp only
+        omega
+      · exact i3 x hx
+
+/-! ## Admitting fresh requests -/
+
+/-- A fresh request (its work `W` its prompt, nothing to reuse) at the head of the queue, with budget,
+a slot and room for its prompt: admitted, it takes `min(W, budget)` tokens. -/
+theorem admit_fresh_step (eng : Engine) (only : Option Bool) (f : Nat) (p : Plan) (rq : Req) (rest : List Req)
+    (W : Nat) (hw : p.waiting = rq :: rest) (hb : 0 < p.budget) (hcap : resCount p.done < eng.reqsCap)
+    (hch : p.chunk = 0) (hex : excluded only false = false) (hkept : rq.kept = W) (hcomp : rq.computed = 0)
+    (hhit : rq.hit = 0) (hW : 0 < W) (hK : usedBlocks p.done + blocksFor eng.blockSize W ≤ eng.kvBlocks) :
+    ∃ q x, admitHeads eng only (f + 1) p = admitHeads eng only f q ∧ q.waiting = rest ∧
+      q.done = appendRes p.done [x] ∧ q.budget = p.budget - min W p.budget ∧ q.preempted = p.preempted ∧
+      q.chunk = p.chunk ∧ x.decoding = false ∧ x.sched = min W p.budget ∧ x.remaining = W ∧ x.pos = 0 ∧
+      x.alloc ≤ blocksFor eng.blockSize W ∧ x.req.out = rq.out := by
+  have hknown : max rq.kept (rq.computed + 1) = W := by rw [hkept, hcomp]; omega
+  have hreuse : reuseCap eng.blockSize rq W = 0 := by simp [reuseCap, hcomp, hhit]
+  have hunits : blocksFor eng.blockSize (min W p.budget) ≤ blocksFor eng.blockSize W := blocksFor_mono _ (by omega)
+  have hgo : ¬ (p.budget = 0 ∨ resCount p.done ≥ eng.reqsCap) := by omega
+  rw [admitHeads, if_neg hgo]
+  simp only [hw, hknown, hreuse, Nat.min_zero, Nat.sub_zero, hch, capChunk_zero, Nat.zero_add, hex,
+    Bool.false_eq_true, if_false]
+  rw [if_neg (by omega)]
+  refine ⟨_, _, rfl, rfl, rfl, rfl, rfl, rfl, rfl, rfl, rfl, rfl, hunits, ?_⟩
+  dsimp only
+  split <;> rfl
+
 end DriftMachine
 
 end Serq
