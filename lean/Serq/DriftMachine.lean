@@ -221,6 +221,62 @@ theorem admit_fresh_step (eng : Engine) (only : Option Bool) (f : Nat) (p : Plan
   dsimp only
   split <;> rfl
 
+/-- The facts a fresh request of `W` tokens keeps while it waits. -/
+def Fresh (W : Nat) (rq : Req) : Prop := rq.kept = W ∧ rq.computed = 0 ∧ rq.hit = 0 ∧ rq.out ≤ 1
+
+/-- What `servePre_facts` says of a resident, kept by every iteration. -/
+def PreOk (bs bW : Nat) (x : Res) : Prop :=
+  x.decoding = false ∧ 0 < x.remaining ∧ x.sched ≤ x.remaining ∧ blocksFor bs (x.pos + x.remaining) ≤ bW ∧
+    x.alloc ≤ bW ∧ x.req.out ≤ 1
+
+/-- **The heads of the queue, fresh requests of `W` tokens, are admitted while the budget lasts**
+(with slots and room for all of them): the admitted take `min(budget, W · queued)` tokens, and the
+work of the admitted plus that of those left waiting is `W · queued`. -/
+theorem admit_fresh (eng : Engine) (only : Option Bool) (hex : excluded only false = false) (W bW : Nat)
+    (hW : 0 < W) (hbW : blocksFor eng.blockSize W ≤ bW) :
+    ∀ (Qs : List Req) (p : Plan) (fuel : Nat), p.waiting = Qs → reqCount Qs < fuel → (∀ rq ∈ Qs, Fresh W rq) →
+    p.chunk = 0 → resCount p.done + reqCount Qs ≤ eng.reqsCap → usedBlocks p.done + reqCount Qs * bW ≤ eng.kvBlocks →
+    ∃ A, (admitHeads eng only fuel p).done = p.done ++ A ∧ batchTokens A = min p.budget (W * reqCount Qs) ∧
+      sumRem A + W * reqCount (admitHeads eng only fuel p).waiting = W * reqCount Qs ∧
+      (admitHeads eng only fuel p).preempted = p.preempted ∧
+      (∀ x ∈ A, PreOk eng.blockSize bW x) ∧ (∀ rq ∈ (admitHeads eng only fuel p).waiting, rq ∈ Qs)
+  | [], p, fuel, hw, _, _, _, _, _ => by
+    rw [admitHeads_nil eng only fuel p hw]
+    exact ⟨[], by simp, by simp [batchTokens, reqCount], by simp [sumRem, hw, reqCount], rfl, by simp,
+      fun rq h => by rw [hw] at h; exact h⟩
+  | rq :: rest, p, fuel, hw, hf, hQ, hch, hcap, hkv => by
+    obtain ⟨f, rfl⟩ : ∃ f, fuel = f + 1 := ⟨fuel - 1, by simp only [reqCount] at hf; omega⟩
+    have hcount : reqCount (rq :: rest) = reqCount rest + 1 := rfl
+    rw [hcount] at hf hcap hkv
+    rw [Nat.succ_mul] at hkv
+    by_cases hb : p.budget = 0
+    · have : admitHeads eng only (f + 1) p = p := by
+        rw [admitHeads, if_pos (Or.inl hb)]
+      rw [this]
+      exact ⟨[], by simp, by simp [batchTokens, hb], by simp [sumRem, hw], rfl, by simp, fun x h => by rw [hw] at h; exact h⟩
+    obtain ⟨hk, hc, hh, hout⟩ := hQ rq List.mem_cons_self
+    obtain ⟨q, x, hq, h1, h2, h3, h4, h5, x1, x2, x3, x4, x5, x6⟩ := admit_fresh_step eng only f p rq rest W hw
+      (by omega) (by omega) hch hex hk hc hh hW (by omega)
+    have hx : PreOk eng.blockSize bW x := by
+      refine ⟨x1, by omega, by rw [x2, x3]; exact Nat.min_le_left _ _, by rw [x4, x3, Nat.zero_add]; exact hbW,
+        by omega, by rw [x6]; exact hout⟩
+    have hxu : x.alloc ≤ bW := hx.2.2.2.2.1
+    obtain ⟨A, i1, i2, i3, i4, i5, i6⟩ := admit_fresh eng only hex W bW hW hbW rest q f h1 (by omega)
+      (fun y hy => hQ y (List.mem_cons_of_mem _ hy)) (by rw [h5]; exact hch)
+      (by rw [h2, appendRes_eq', resCount_app]; simp only [resCount]; omega)
+      (by rw [h2, appendRes_eq', usedBlocks_app]; simp only [usedBlocks]; omega)
+    rw [hq]
+    refine ⟨x :: A, by rw [i1, h2, appendRes_eq']; simp, ?_, ?_, by rw [i4, h4], ?_,
+      fun y hy => List.mem_cons_of_mem _ (i6 y hy)⟩
+    · simp only [batchTokens, i2, h3, x2, hcount, Nat.mul_succ]
+      omega
+    · simp only [sumRem, hcount, Nat.mul_succ, x3]
+      omega
+    · intro y hy
+      rcases List.mem_cons.mp hy with rfl | hy
+      · exact hx
+      · exact i5 y hy
+
 end DriftMachine
 
 end Serq
