@@ -277,6 +277,78 @@ theorem admit_fresh (eng : Engine) (only : Option Bool) (hex : excluded only fal
       · exact hx
       · exact i5 y hy
 
+/-! ## The iteration's plan -/
+
+theorem sumRem_clearSched : ∀ (L : List Res), sumRem (clearSched L) = sumRem L
+  | [] => rfl
+  | r :: rs => by simp only [clearSched, sumRem, sumRem_clearSched rs]
+
+theorem resCount_servePre (bs : Nat) : ∀ (b : Nat) (L : List Res), resCount (servePre bs b L) = resCount L
+  | _, [] => rfl
+  | b, r :: rs => by
+    unfold servePre
+    split
+    · rfl
+    · simp only [resCount, resCount_servePre bs _ rs]
+
+theorem anyDecoding_false : ∀ (L : List Res), (∀ r ∈ L, r.decoding = false) → anyDecoding L = false
+  | [], _ => rfl
+  | r :: rs, h => by
+    simp only [anyDecoding, h r List.mem_cons_self, Bool.false_or]
+    exact anyDecoding_false rs (fun x hx => h x (List.mem_cons_of_mem _ hx))
+
+/-- **One iteration's plan** (no chunk cap) of a machine whose residents are prefills (`PreOk`) and
+whose queue holds fresh requests of `W` tokens, with slots and blocks for all of them: it schedules
+`min(budget, Σ remaining + W · queued)` tokens, preempts nothing, and its residents' work plus the work
+left waiting is the work before it. -/
+theorem plan_pre (eng : Engine) (W bW : Nat) (m : Machine) (Qs : List Req) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hL : ∀ r ∈ m.running, PreOk eng.blockSize bW r)
+    (hQ : ∀ rq ∈ Qs, Fresh W rq) (hcap : resCount m.running + reqCount Qs ≤ eng.reqsCap)
+    (hkv : resCount m.running * bW + reqCount Qs * bW ≤ eng.kvBlocks) :
+    batchTokens (plan eng 0 m Qs).done = min eng.budget (sumRem m.running + W * reqCount Qs) ∧
+      sumRem (plan eng 0 m Qs).done + W * reqCount (plan eng 0 m Qs).waiting = sumRem m.running + W * reqCount Qs ∧
+      (plan eng 0 m Qs).preempted = 0 ∧ (∀ x ∈ (plan eng 0 m Qs).done, PreOk eng.blockSize bW x) ∧
+      (∀ rq ∈ (plan eng 0 m Qs).waiting, rq ∈ Qs) := by
+  have hex : excluded (phaseOf eng m.running) false = false :=
+    excluded_prefill eng _ (anyDecoding_false _ (fun r hr => (hL r hr).1))
+  have hC : ∀ r ∈ clearSched m.running, r.decoding = false ∧ 0 < r.remaining ∧ r.sched = 0 ∧
+      blocksFor eng.blockSize (r.pos + r.remaining) ≤ bW ∧ r.alloc ≤ bW ∧ r.req.out ≤ 1 := by
+    intro x hx
+    obtain ⟨r, hr, rfl⟩ := mem_clearSched _ x hx
+    obtain ⟨a1, a2, _, a4, a5, a6⟩ := hL r hr
+    exact ⟨a1, a2, rfl, a4, a5, a6⟩
+  obtain ⟨s1, s2, s3⟩ := servePre_facts eng.blockSize bW eng.budget (clearSched m.running) hC
+  rw [sumRem_clearSched] at s1 s2
+  obtain ⟨i1, i2, i3, i4, i5⟩ := serve_prefills eng (phaseOf eng m.running) hex bW (clearSched m.running)
+    ⟨eng.budget, 0, [], clearSched m.running, Qs, m.cache, m.relSeq, 0, false⟩ (resCount m.running + 1) rfl
+    (by rw [resCount_clearSched']; omega) (fun r hr => by obtain ⟨a, b, _, d, e, _⟩ := hC r hr; exact ⟨a, b, d, e⟩)
+    rfl rfl (by simp only [usedBlocks, resCount_clearSched', Nat.zero_add]; omega)
+  rw [sumRem_clearSched] at i4
+  unfold plan
+  dsimp only
+  generalize serveRunning eng (phaseOf eng m.running) (resCount m.running + 1)
+    ⟨eng.budget, 0, [], clearSched m.running, Qs, m.cache, m.relSeq, 0, false⟩ = p1 at i1 i2 i3 i4 i5 ⊢
+  simp only at i1 i2 i3 i4 i5
+  rw [if_pos i3]
+  have hdone : appendRes p1.done p1.todo = servePre eng.blockSize eng.budget (clearSched m.running) := by
+    rw [appendRes_eq', i1]; rfl
+  have hcnt : resCount (servePre eng.blockSize eng.budget (clearSched m.running)) = resCount m.running := by
+    rw [resCount_servePre, resCount_clearSched']
+  have hused : usedBlocks (servePre eng.blockSize eng.budget (clearSched m.running)) ≤ resCount m.running * bW := by
+    rw [← hcnt]; exact usedBlocks_le bW _ (fun x hx => (s3 x hx).2.2.2.2.1)
+  obtain ⟨A, a1, a2, a3, a4, a5, a6⟩ := admit_fresh eng (phaseOf eng m.running) hex W bW hW hbW Qs
+    { p1 with done := appendRes p1.done p1.todo, todo := [] } (reqCount p1.waiting + 1) (by simp [i2])
+    (by rw [i2]; omega) hQ (by simp [i5]) (by simp only [hdone, hcnt]; omega) (by simp only [hdone]; omega)
+  simp only [hdone] at a1 a2 a3 a4 a5 a6 ⊢
+  rw [a1, batchTokens_app, sumRem_app]
+  refine ⟨?_, ?_, by rw [a4]; simp [i3], ?_, a6⟩
+  · rw [s2, a2, i4]; omega
+  · rw [s1]; omega
+  · intro x hx
+    rcases List.mem_append.mp hx with hx | hx
+    · exact s3 x hx
+    · exact a5 x hx
+
 end DriftMachine
 
 end Serq
