@@ -38,14 +38,14 @@ theorem stepRes_prefill_sum (now : Nat) (r : Res) (hd : r.decoding = false) (hs 
     (hout : r.req.out ≤ 1) :
     sumRem (stepRes now r) + r.sched = r.remaining ∧
       ∀ x ∈ stepRes now r, x.decoding = false ∧ x.sched = 0 ∧ x.req.out = r.req.out ∧ x.alloc = r.alloc ∧
-        x.pos + x.remaining = r.pos + r.remaining := by
+        x.pos + x.remaining = r.pos + r.remaining ∧ (0 < r.remaining → 0 < x.remaining) := by
   unfold stepRes
   by_cases h0 : r.sched = 0
   · simp only [h0, if_true, sumRem, List.mem_singleton]
     refine ⟨by omega, ?_⟩
     intro x hx
     subst hx
-    exact ⟨hd, h0, rfl, rfl, rfl⟩
+    exact ⟨hd, h0, rfl, rfl, rfl, fun h => h⟩
   · simp only [h0, if_false, hd, Bool.false_eq_true, false_or]
     by_cases h1 : r.remaining - r.sched = 0
     · have h2 : r.req.out - 1 = 0 := by omega
@@ -55,7 +55,7 @@ theorem stepRes_prefill_sum (now : Nat) (r : Res) (hd : r.decoding = false) (hs 
       refine ⟨by omega, ?_⟩
       intro x hx
       subst hx
-      refine ⟨rfl, rfl, ?_, rfl, by dsimp only; omega⟩
+      refine ⟨rfl, rfl, ?_, rfl, by dsimp only; omega, fun _ => by dsimp only; omega⟩
       dsimp only
       split <;> rfl
 
@@ -348,6 +348,143 @@ theorem plan_pre (eng : Engine) (W bW : Nat) (m : Machine) (Qs : List Req) (hW :
     rcases List.mem_append.mp hx with hx | hx
     · exact s3 x hx
     · exact a5 x hx
+
+/-- Every survivor of a batch of prefills (`PreOk`) is again one. -/
+theorem stepAll_preOk (now bs bW : Nat) : ∀ (L : List Res), (∀ r ∈ L, PreOk bs bW r) →
+    ∀ x ∈ stepAll now L, PreOk bs bW x
+  | [], _ => by simp [stepAll]
+  | r :: rs, h => by
+    intro x hx
+    rw [stepAll_cons] at hx
+    rcases List.mem_append.mp hx with hx | hx
+    · obtain ⟨hd, hrem, hs, hbl, hal, hout⟩ := h r List.mem_cons_self
+      obtain ⟨a, b, c, d, e, f⟩ := (stepRes_prefill_sum now r hd hs hout).2 x hx
+      exact ⟨a, f hrem, by omega, by rw [e]; exact hbl, by rw [d]; exact hal, by rw [c]; exact hout⟩
+    · exact stepAll_preOk now bs bW rs (fun y hy => h y (List.mem_cons_of_mem _ hy)) x hx
+
+/-! ## One step of the machine -/
+
+/-- The machine's work left: the residents' remaining tokens and `W` for each request waiting. -/
+def work (W : Nat) (m : Machine) : Nat := sumRem m.running + W * reqCount m.waiting
+
+theorem appendReq_eq : ∀ (w : List Req) (r : Req), appendReq w r = w ++ [r]
+  | [], _ => rfl
+  | x :: xs, r => by simp [appendReq, appendReq_eq xs r]
+
+theorem reqCount_app : ∀ (a b : List Req), reqCount (a ++ b) = reqCount a + reqCount b
+  | [], b => by simp [reqCount]
+  | x :: xs, b => by simp only [List.cons_append, reqCount, reqCount_app xs b]; omega
+
+/-- The due turns, first turns of `W`-token prompts that fit the pool, all join the queue, fresh. -/
+theorem submit_fresh (eng : Engine) (ss : List Session) (W : Nat) (hcache : eng.caching = false)
+    (hss : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out ≤ 1) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks) :
+    ∀ (due : List Pending) (w : List Req), (∀ p ∈ due, p.prompt = W) → (∀ rq ∈ w, Fresh W rq) →
+      reqCount (submit eng ss due w) = reqCount w + due.length ∧ ∀ rq ∈ submit eng ss due w, Fresh W rq
+  | [], w, _, hw => ⟨by simp [submit], hw⟩
+  | p :: ps, w, hd, hw => by
+    have hp := hd p List.mem_cons_self
+    have hno : ¬ blocksFor eng.blockSize p.prompt > eng.kvBlocks := by rw [hp]; omega
+    have hfresh : Fresh W (newReq eng ss p) :=
+      ⟨by simp [newReq, hp], by simp [newReq], by simp [newReq, hcache], newReq_out eng ss hss p⟩
+    obtain ⟨i1, i2⟩ := submit_fresh eng ss W hcache hss hfit ps (appendReq w (newReq eng ss p))
+      (fun q hq => hd q (List.mem_cons_of_mem _ hq))
+      (fun rq hrq => by
+        rw [appendReq_eq] at hrq
+        rcases List.mem_append.mp hrq with h | h
+        · exact hw rq h
+        · simp only [List.mem_singleton] at h; subst h; exact hfresh)
+    simp only [submit, if_neg hno]
+    refine ⟨?_, i2⟩
+    rw [i1, appendReq_eq, reqCount_app]
+    simp [reqCount]
+    omega
+
+/-- **One step of the machine is the chain's step.** With no chunk cap, no prefix cache, sessions of
+one turn of at most one output token, residents that are prefills (`PreOk`) and a queue of fresh
+requests of `W` tokens, the turns due at the step's start `W`-token prompts, and request slots and
+`bW` blocks each for every request in flight or due: the work left after the step is
+`work + k · W − budget`, stopping at 0, `k` the turns due (`Serq.Drift.nextBacklog`'s step), and the
+residents and queue keep their shape. -/
+theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) (due later : List Pending)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hss : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out ≤ 1)
+    (hdue : duePending m.now m.pending = (due, later)) (hdW : ∀ p ∈ due, p.prompt = W)
+    (hL : ∀ r ∈ m.running, PreOk eng.blockSize bW r) (hQ : ∀ rq ∈ m.waiting, Fresh W rq)
+    (hcap : resCount m.running + reqCount m.waiting + due.length ≤ eng.reqsCap)
+    (hkv : (resCount m.running + reqCount m.waiting + due.length) * bW ≤ eng.kvBlocks) :
+    work W (step eng ss m) = work W m + due.length * W - eng.budget ∧
+      (∀ r ∈ (step eng ss m).running, PreOk eng.blockSize bW r) ∧
+      (∀ rq ∈ (step eng ss m).waiting, Fresh W rq) := by
+  obtain ⟨n1, f1⟩ := submit_fresh eng ss W hcache hss hfit due m.waiting hdW hQ
+  have hnext := nextTurn_single ss hss
+  unfold step
+  rw [hdue]
+  dsimp only
+  generalize hw : submit eng ss due m.waiting = Qs at n1 f1
+  by_cases hidle : noRes m.running = true ∧ noReq Qs = true
+  · rw [if_pos hidle]
+    obtain ⟨h1, h2⟩ := hidle
+    have hr : m.running = [] := by cases h : m.running <;> simp_all [noRes]
+    have hq : Qs = [] := by cases h : Qs <;> simp_all [noReq]
+    subst hq
+    simp only [reqCount] at n1
+    have hz : W * reqCount m.waiting + due.length * W = 0 := by
+      have e1 : due.length = 0 := by omega
+      have e2 : reqCount m.waiting = 0 := by omega
+      rw [e1, e2, Nat.mul_zero, Nat.zero_mul]
+    split
+    · simp only [work, hr, sumRem, reqCount]
+      refine ⟨by omega, by simp, by simp⟩
+    · simp only [work, hr, sumRem, reqCount]
+      refine ⟨by omega, by simp, by simp⟩
+  · rw [if_neg hidle]
+    have hc0 : (if eng.chunk > 0 ∧ resCount m.running + reqCount Qs > 1 then eng.chunk else 0) = 0 := by
+      simp [hch]
+    rw [hc0]
+    obtain ⟨p1, p2, p3, p4, p5⟩ := plan_pre eng W bW m Qs hW hbW hL f1 (by omega)
+      (by rw [n1, ← Nat.add_mul, ← Nat.add_assoc]; exact hkv)
+    have hpos : 0 < sumRem m.running + W * reqCount Qs := by
+      cases h : m.running with
+      | cons r rs =>
+        have := (hL r (by rw [h]; exact List.mem_cons_self)).2.1
+        simp only [sumRem]; omega
+      | nil =>
+        cases hq : Qs with
+        | nil => rw [h, hq] at hidle; simp [noRes, noReq] at hidle
+        | cons q qs =>
+          simp only [reqCount]
+          have : W ≤ W * (reqCount qs + 1) := Nat.le_mul_of_pos_right _ (by omega)
+          omega
+    rw [if_neg (by rw [p1, p3]; omega)]
+    have hpre : ∀ r ∈ (plan eng 0 m Qs).done, r.decoding = false ∧ r.sched ≤ r.remaining ∧ r.req.out ≤ 1 :=
+      fun r hr => by obtain ⟨a, _, c, _, _, f⟩ := p4 r hr; exact ⟨a, c, f⟩
+    obtain ⟨s1, s2⟩ := stepAll_prefills m.now _ hpre
+    obtain ⟨k1, _, _, _, _⟩ := apply_keeps eng ss m.now (hnext m.now) (plan eng 0 m Qs).done
+      { m with pending := later, waiting := (plan eng 0 m Qs).waiting, cache := (plan eng 0 m Qs).cache,
+               relSeq := (plan eng 0 m Qs).relSeq, arrived := m.arrived + countFirst due,
+               records := appendRecord m.records ⟨m.now, batchTokens (plan eng 0 m Qs).done,
+                 batchPrefilled (plan eng 0 m Qs).done, batchDecoders (plan eng 0 m Qs).done,
+                 resCount (plan eng 0 m Qs).done, kvDecode eng.blockSize (plan eng 0 m Qs).done,
+                 kvPrefill (plan eng 0 m Qs).done, demandOf 0 (plan eng 0 m Qs).done, m.served,
+                 m.arrived + countFirst due⟩,
+               served := m.served + batchTokens (plan eng 0 m Qs).done } []
+    have hrun := apply_running eng ss m.now (plan eng 0 m Qs).done
+      { m with pending := later, waiting := (plan eng 0 m Qs).waiting, cache := (plan eng 0 m Qs).cache,
+               relSeq := (plan eng 0 m Qs).relSeq, arrived := m.arrived + countFirst due,
+               records := appendRecord m.records ⟨m.now, batchTokens (plan eng 0 m Qs).done,
+                 batchPrefilled (plan eng 0 m Qs).done, batchDecoders (plan eng 0 m Qs).done,
+                 resCount (plan eng 0 m Qs).done, kvDecode eng.blockSize (plan eng 0 m Qs).done,
+                 kvPrefill (plan eng 0 m Qs).done, demandOf 0 (plan eng 0 m Qs).done, m.served,
+                 m.arrived + countFirst due⟩,
+               served := m.served + batchTokens (plan eng 0 m Qs).done } []
+    simp only [List.nil_append] at hrun
+    simp only [work, hrun, k1]
+    refine ⟨?_, ?_, fun rq hrq => f1 rq (p5 rq hrq)⟩
+    · rw [n1] at p1 p2
+      rw [Nat.mul_add, Nat.mul_comm W due.length] at p1 p2
+      omega
+    · exact stepAll_preOk m.now eng.blockSize bW _ p4
 
 end DriftMachine
 
