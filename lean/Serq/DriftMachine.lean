@@ -239,11 +239,12 @@ theorem admit_fresh (eng : Engine) (only : Option Bool) (hex : excluded only fal
     ∃ A, (admitHeads eng only fuel p).done = p.done ++ A ∧ batchTokens A = min p.budget (W * reqCount Qs) ∧
       sumRem A + W * reqCount (admitHeads eng only fuel p).waiting = W * reqCount Qs ∧
       (admitHeads eng only fuel p).preempted = p.preempted ∧
-      (∀ x ∈ A, PreOk eng.blockSize bW x) ∧ (∀ rq ∈ (admitHeads eng only fuel p).waiting, rq ∈ Qs)
+      (∀ x ∈ A, PreOk eng.blockSize bW x) ∧ (∀ rq ∈ (admitHeads eng only fuel p).waiting, rq ∈ Qs) ∧
+      resCount A + reqCount (admitHeads eng only fuel p).waiting = reqCount Qs
   | [], p, fuel, hw, _, _, _, _, _ => by
     rw [admitHeads_nil eng only fuel p hw]
     exact ⟨[], by simp, by simp [batchTokens, reqCount], by simp [sumRem, hw, reqCount], rfl, by simp,
-      fun rq h => by rw [hw] at h; exact h⟩
+      fun rq h => by rw [hw] at h; exact h, by simp [resCount, hw]⟩
   | rq :: rest, p, fuel, hw, hf, hQ, hch, hcap, hkv => by
     obtain ⟨f, rfl⟩ : ∃ f, fuel = f + 1 := ⟨fuel - 1, by simp only [reqCount] at hf; omega⟩
     have hcount : reqCount (rq :: rest) = reqCount rest + 1 := rfl
@@ -253,7 +254,8 @@ theorem admit_fresh (eng : Engine) (only : Option Bool) (hex : excluded only fal
     · have : admitHeads eng only (f + 1) p = p := by
         rw [admitHeads, if_pos (Or.inl hb)]
       rw [this]
-      exact ⟨[], by simp, by simp [batchTokens, hb], by simp [sumRem, hw], rfl, by simp, fun x h => by rw [hw] at h; exact h⟩
+      exact ⟨[], by simp, by simp [batchTokens, hb], by simp [sumRem, hw], rfl, by simp, fun x h => by rw [hw] at h; exact h,
+        by simp [resCount, hw]⟩
     obtain ⟨hk, hc, hh, hout⟩ := hQ rq List.mem_cons_self
     obtain ⟨q, x, hq, h1, h2, h3, h4, h5, x1, x2, x3, x4, x5, x6⟩ := admit_fresh_step eng only f p rq rest W hw
       (by omega) (by omega) hch hex hk hc hh hW (by omega)
@@ -261,13 +263,13 @@ theorem admit_fresh (eng : Engine) (only : Option Bool) (hex : excluded only fal
       refine ⟨x1, by omega, by rw [x2, x3]; exact Nat.min_le_left _ _, by rw [x4, x3, Nat.zero_add]; exact hbW,
         by omega, by rw [x6]; exact hout⟩
     have hxu : x.alloc ≤ bW := hx.2.2.2.2.1
-    obtain ⟨A, i1, i2, i3, i4, i5, i6⟩ := admit_fresh eng only hex W bW hW hbW rest q f h1 (by omega)
+    obtain ⟨A, i1, i2, i3, i4, i5, i6, i7⟩ := admit_fresh eng only hex W bW hW hbW rest q f h1 (by omega)
       (fun y hy => hQ y (List.mem_cons_of_mem _ hy)) (by rw [h5]; exact hch)
       (by rw [h2, appendRes_eq', resCount_app]; simp only [resCount]; omega)
       (by rw [h2, appendRes_eq', usedBlocks_app]; simp only [usedBlocks]; omega)
     rw [hq]
     refine ⟨x :: A, by rw [i1, h2, appendRes_eq']; simp, ?_, ?_, by rw [i4, h4], ?_,
-      fun y hy => List.mem_cons_of_mem _ (i6 y hy)⟩
+      fun y hy => List.mem_cons_of_mem _ (i6 y hy), by simp only [resCount, hcount]; omega⟩
     · simp only [batchTokens, i2, h3, x2, hcount, Nat.mul_succ]
       omega
     · simp only [sumRem, hcount, Nat.mul_succ, x3]
@@ -308,7 +310,8 @@ theorem plan_pre (eng : Engine) (W bW : Nat) (m : Machine) (Qs : List Req) (hW :
     batchTokens (plan eng 0 m Qs).done = min eng.budget (sumRem m.running + W * reqCount Qs) ∧
       sumRem (plan eng 0 m Qs).done + W * reqCount (plan eng 0 m Qs).waiting = sumRem m.running + W * reqCount Qs ∧
       (plan eng 0 m Qs).preempted = 0 ∧ (∀ x ∈ (plan eng 0 m Qs).done, PreOk eng.blockSize bW x) ∧
-      (∀ rq ∈ (plan eng 0 m Qs).waiting, rq ∈ Qs) := by
+      (∀ rq ∈ (plan eng 0 m Qs).waiting, rq ∈ Qs) ∧
+      resCount (plan eng 0 m Qs).done + reqCount (plan eng 0 m Qs).waiting = resCount m.running + reqCount Qs := by
   have hex : excluded (phaseOf eng m.running) false = false :=
     excluded_prefill eng _ (anyDecoding_false _ (fun r hr => (hL r hr).1))
   have hC : ∀ r ∈ clearSched m.running, r.decoding = false ∧ 0 < r.remaining ∧ r.sched = 0 ∧
@@ -336,12 +339,12 @@ theorem plan_pre (eng : Engine) (W bW : Nat) (m : Machine) (Qs : List Req) (hW :
     rw [resCount_servePre, resCount_clearSched']
   have hused : usedBlocks (servePre eng.blockSize eng.budget (clearSched m.running)) ≤ resCount m.running * bW := by
     rw [← hcnt]; exact usedBlocks_le bW _ (fun x hx => (s3 x hx).2.2.2.2.1)
-  obtain ⟨A, a1, a2, a3, a4, a5, a6⟩ := admit_fresh eng (phaseOf eng m.running) hex W bW hW hbW Qs
+  obtain ⟨A, a1, a2, a3, a4, a5, a6, a7⟩ := admit_fresh eng (phaseOf eng m.running) hex W bW hW hbW Qs
     { p1 with done := appendRes p1.done p1.todo, todo := [] } (reqCount p1.waiting + 1) (by simp [i2])
     (by rw [i2]; omega) hQ (by simp [i5]) (by simp only [hdone, hcnt]; omega) (by simp only [hdone]; omega)
-  simp only [hdone] at a1 a2 a3 a4 a5 a6 ⊢
-  rw [a1, batchTokens_app, sumRem_app]
-  refine ⟨?_, ?_, by rw [a4]; simp [i3], ?_, a6⟩
+  simp only [hdone] at a1 a2 a3 a4 a5 a6 a7 ⊢
+  rw [a1, batchTokens_app, sumRem_app, resCount_app, hcnt]
+  refine ⟨?_, ?_, by rw [a4]; simp [i3], ?_, a6, by omega⟩
   · rw [s2, a2, i4]; omega
   · rw [s1]; omega
   · intro x hx
@@ -361,6 +364,25 @@ theorem stepAll_preOk (now bs bW : Nat) : ∀ (L : List Res), (∀ r ∈ L, PreO
       obtain ⟨a, b, c, d, e, f⟩ := (stepRes_prefill_sum now r hd hs hout).2 x hx
       exact ⟨a, f hrem, by omega, by rw [e]; exact hbl, by rw [d]; exact hal, by rw [c]; exact hout⟩
     · exact stepAll_preOk now bs bW rs (fun y hy => h y (List.mem_cons_of_mem _ hy)) x hx
+
+theorem resCount_ite (c : Prop) [Decidable c] (x : Res) : resCount (if c then [] else [x]) ≤ 1 := by
+  split <;> simp [resCount]
+
+theorem resCount_stepRes (now : Nat) (r : Res) : resCount (stepRes now r) ≤ 1 := by
+  unfold stepRes
+  split
+  · simp [resCount]
+  · dsimp only
+    exact resCount_ite _ _
+
+theorem resCount_stepAll (now : Nat) : ∀ (L : List Res), resCount (stepAll now L) ≤ resCount L
+  | [] => by simp [stepAll, resCount]
+  | r :: rs => by
+    rw [stepAll_cons, resCount_app]
+    have := resCount_stepRes now r
+    have := resCount_stepAll now rs
+    simp only [resCount]
+    omega
 
 /-! ## One step of the machine -/
 
@@ -415,7 +437,10 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
     (hkv : (resCount m.running + reqCount m.waiting + due.length) * bW ≤ eng.kvBlocks) :
     work W (step eng ss m) = work W m + due.length * W - eng.budget ∧
       (∀ r ∈ (step eng ss m).running, PreOk eng.blockSize bW r) ∧
-      (∀ rq ∈ (step eng ss m).waiting, Fresh W rq) := by
+      (∀ rq ∈ (step eng ss m).waiting, Fresh W rq) ∧
+      resCount (step eng ss m).running + reqCount (step eng ss m).waiting
+        ≤ resCount m.running + reqCount m.waiting + due.length ∧
+      (step eng ss m).pending = later := by
   obtain ⟨n1, f1⟩ := submit_fresh eng ss W hcache hss hfit due m.waiting hdW hQ
   have hnext := nextTurn_single ss hss
   unfold step
@@ -433,16 +458,18 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
       have e1 : due.length = 0 := by omega
       have e2 : reqCount m.waiting = 0 := by omega
       rw [e1, e2, Nat.mul_zero, Nat.zero_mul]
-    split
-    · simp only [work, hr, sumRem, reqCount]
-      refine ⟨by omega, by simp, by simp⟩
-    · simp only [work, hr, sumRem, reqCount]
-      refine ⟨by omega, by simp, by simp⟩
+    cases later with
+    | nil =>
+      simp only [work, hr, sumRem, reqCount, resCount]
+      refine ⟨by omega, by simp, by simp, by omega, by simp⟩
+    | cons q qs =>
+      simp only [work, hr, sumRem, reqCount, resCount]
+      refine ⟨by omega, by simp, by simp, by omega, by simp⟩
   · rw [if_neg hidle]
     have hc0 : (if eng.chunk > 0 ∧ resCount m.running + reqCount Qs > 1 then eng.chunk else 0) = 0 := by
       simp [hch]
     rw [hc0]
-    obtain ⟨p1, p2, p3, p4, p5⟩ := plan_pre eng W bW m Qs hW hbW hL f1 (by omega)
+    obtain ⟨p1, p2, p3, p4, p5, p6⟩ := plan_pre eng W bW m Qs hW hbW hL f1 (by omega)
       (by rw [n1, ← Nat.add_mul, ← Nat.add_assoc]; exact hkv)
     have hpos : 0 < sumRem m.running + W * reqCount Qs := by
       cases h : m.running with
@@ -460,7 +487,7 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
     have hpre : ∀ r ∈ (plan eng 0 m Qs).done, r.decoding = false ∧ r.sched ≤ r.remaining ∧ r.req.out ≤ 1 :=
       fun r hr => by obtain ⟨a, _, c, _, _, f⟩ := p4 r hr; exact ⟨a, c, f⟩
     obtain ⟨s1, s2⟩ := stepAll_prefills m.now _ hpre
-    obtain ⟨k1, _, _, _, _⟩ := apply_keeps eng ss m.now (hnext m.now) (plan eng 0 m Qs).done
+    obtain ⟨k1, _, k3, _, _⟩ := apply_keeps eng ss m.now (hnext m.now) (plan eng 0 m Qs).done
       { m with pending := later, waiting := (plan eng 0 m Qs).waiting, cache := (plan eng 0 m Qs).cache,
                relSeq := (plan eng 0 m Qs).relSeq, arrived := m.arrived + countFirst due,
                records := appendRecord m.records ⟨m.now, batchTokens (plan eng 0 m Qs).done,
@@ -479,8 +506,9 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
                  m.arrived + countFirst due⟩,
                served := m.served + batchTokens (plan eng 0 m Qs).done } []
     simp only [List.nil_append] at hrun
-    simp only [work, hrun, k1]
-    refine ⟨?_, ?_, fun rq hrq => f1 rq (p5 rq hrq)⟩
+    simp only [work, hrun, k1, k3]
+    have hc := resCount_stepAll m.now (plan eng 0 m Qs).done
+    refine ⟨?_, ?_, fun rq hrq => f1 rq (p5 rq hrq), by omega, by simp⟩
     · rw [n1] at p1 p2
       rw [Nat.mul_add, Nat.mul_comm W due.length] at p1 p2
       omega
