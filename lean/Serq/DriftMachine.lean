@@ -514,6 +514,139 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
       omega
     · exact stepAll_preOk m.now eng.blockSize bW _ p4
 
+/-! ## Every step of a run -/
+
+theorem duePending_parts (now : Nat) : ∀ (ps : List Pending),
+    (duePending now ps).1.length + (duePending now ps).2.length = ps.length ∧
+      (∀ q ∈ (duePending now ps).2, q ∈ ps)
+  | [] => by simp [duePending]
+  | p :: ps => by
+    have ih := duePending_parts now ps
+    simp only [duePending]
+    generalize duePending now ps = dl at ih ⊢
+    obtain ⟨d, l⟩ := dl
+    obtain ⟨i1, i2⟩ := ih
+    dsimp only at i1 i2 ⊢
+    split
+    · refine ⟨by simp only [List.length_cons]; omega, fun q hq => List.mem_cons_of_mem _ (i2 q hq)⟩
+    · refine ⟨by simp only [List.length_cons]; omega, fun q hq => ?_⟩
+      rcases List.mem_cons.mp hq with rfl | hq
+      · exact List.mem_cons_self
+      · exact List.mem_cons_of_mem _ (i2 q hq)
+
+theorem length_insertPending (p : Pending) : ∀ (l : List Pending), (insertPending p l).length = l.length + 1
+  | [] => rfl
+  | q :: qs => by
+    simp only [insertPending]
+    split
+    · simp
+    · simp [length_insertPending p qs]
+
+/-- The sessions: each one turn of a `W`-token prompt and at most one output token. -/
+def OneTurnW (W : Nat) (ss : List Session) : Prop := ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.new = W ∧ t.out ≤ 1
+
+theorem firstTurns_facts (W : Nat) : ∀ (k : Nat) (ss : List Session), OneTurnW W ss →
+    (firstTurns k ss).length ≤ sessionCount ss ∧ ∀ p ∈ firstTurns k ss, p.prompt = W
+  | _, [], _ => by simp [firstTurns, sessionCount]
+  | k, s :: ss, h => by
+    obtain ⟨t, ht, hnew, _⟩ := h s List.mem_cons_self
+    obtain ⟨i1, i2⟩ := firstTurns_facts W (k + 1) ss (fun x hx => h x (List.mem_cons_of_mem _ hx))
+    simp only [firstTurns, ht]
+    refine ⟨by rw [length_insertPending]; simp only [sessionCount]; omega, fun p hp => ?_⟩
+    rcases mem_insertPending_aux _ p _ hp with rfl | hp
+    · exact hnew
+    · exact i2 p hp
+
+/-- The invariant of a run: residents prefills, queue fresh, pending prompts `W`, and at most `N`
+requests in flight or pending. -/
+def Inv (bs W bW N : Nat) (m : Machine) : Prop :=
+  (∀ r ∈ m.running, PreOk bs bW r) ∧ (∀ rq ∈ m.waiting, Fresh W rq) ∧ (∀ p ∈ m.pending, p.prompt = W) ∧
+    resCount m.running + reqCount m.waiting + m.pending.length ≤ N
+
+theorem init_inv (bs W bW : Nat) (ss : List Session) (h : OneTurnW W ss) :
+    Inv bs W bW (sessionCount ss) (init ss) := by
+  obtain ⟨i1, i2⟩ := firstTurns_facts W 0 ss h
+  refine ⟨by simp [init], by simp [init], i2, ?_⟩
+  simp only [init, resCount, reqCount]
+  omega
+
+/-- A step keeps the invariant, and is the chain's step. -/
+theorem step_inv (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machine)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : OneTurnW W ss) (hcap : N ≤ eng.reqsCap) (hkv : N * bW ≤ eng.kvBlocks)
+    (h : Inv eng.blockSize W bW N m) :
+    Inv eng.blockSize W bW N (step eng ss m) ∧
+      work W (step eng ss m) = work W m + (duePending m.now m.pending).1.length * W - eng.budget := by
+  obtain ⟨hL, hQ, hP, hN⟩ := h
+  have hd := duePending_parts m.now m.pending
+  generalize hdl : duePending m.now m.pending = dl at hd ⊢
+  obtain ⟨due, later⟩ := dl
+  obtain ⟨d1, d2⟩ := hd
+  dsimp only at d1 d2 ⊢
+  have hss : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out ≤ 1 := fun s hs => by
+    obtain ⟨t, ht, _, ho⟩ := hS s hs; exact ⟨t, ht, ho⟩
+  have hdW : ∀ p ∈ due, p.prompt = W := by
+    intro p hp
+    -- the due turns are pending turns
+    have : ∀ (now : Nat) (ps : List Pending), ∀ q ∈ (duePending now ps).1, q ∈ ps := by
+      intro now ps
+      induction ps with
+      | nil => simp [duePending]
+      | cons x xs ih =>
+        simp only [duePending]
+        generalize duePending now xs = dl at ih ⊢
+        obtain ⟨a, b⟩ := dl
+        dsimp only at ih ⊢
+        split
+        · intro q hq
+          rcases List.mem_cons.mp hq with rfl | hq
+          · exact List.mem_cons_self
+          · exact List.mem_cons_of_mem _ (ih q hq)
+        · exact fun q hq => List.mem_cons_of_mem _ (ih q hq)
+    have h1 := this m.now m.pending p
+    rw [hdl] at h1
+    exact hP p (h1 hp)
+  have hcnt : resCount m.running + reqCount m.waiting + due.length ≤ N := by omega
+  obtain ⟨w1, w2, w3, w4, w5⟩ := step_work eng ss W bW m due later hch hcache hB hW hbW hfit hss hdl hdW hL hQ
+    (by omega) (Nat.le_trans (Nat.mul_le_mul_right _ hcnt) hkv)
+  refine ⟨⟨w2, w3, by rw [w5]; exact fun p hp => hP p (d2 p hp), by rw [w5]; omega⟩, w1⟩
+
+theorem run_inv (eng : Engine) (ss : List Session) (W bW N : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : OneTurnW W ss) (hcap : N ≤ eng.reqsCap) (hkv : N * bW ≤ eng.kvBlocks) :
+    ∀ (fuel : Nat) (m : Machine), Inv eng.blockSize W bW N m → Inv eng.blockSize W bW N (run eng ss fuel m)
+  | 0, _, h => h
+  | fuel + 1, m, h => by
+    simp only [run]
+    split
+    · exact h
+    · exact run_inv eng ss W bW N hch hcache hB hW hbW hfit hS hcap hkv fuel _
+        (step_inv eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h).1
+
 end DriftMachine
+
+/-- **Every step of every run of the machine is the drift chain's step** (issue 14, result 7, second
+part). Sessions of one turn each, a `W`-token prompt and at most one output token; no chunk cap, no
+prefix cache (`phased` free); a slot for every session (`sessionCount ss ≤ reqsCap`) and `bW ≥` a
+prompt's blocks for every session in the KV pool (`sessionCount ss · bW ≤ kvBlocks`). The machine's
+work left (`DriftMachine.work`: the residents' remaining tokens and `W` per queued request) starts at 0,
+and from every machine `m` of the run, the next step leaves `work m + k · W − budget` (stopping at 0),
+`k` the turns due at `m`'s step: `Serq.Drift.nextBacklog`'s step `r + k · W − B`. -/
+theorem drift_machine_step (eng : Engine) (ss : List Session) (W bW : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : DriftMachine.OneTurnW W ss) (hcap : sessionCount ss ≤ eng.reqsCap)
+    (hkv : sessionCount ss * bW ≤ eng.kvBlocks) (fuel : Nat) :
+    DriftMachine.work W (init ss) = 0 ∧
+      DriftMachine.work W (step eng ss (run eng ss fuel (init ss)))
+        = DriftMachine.work W (run eng ss fuel (init ss))
+          + (duePending (run eng ss fuel (init ss)).now (run eng ss fuel (init ss)).pending).1.length * W
+          - eng.budget := by
+  refine ⟨by simp [DriftMachine.work, init, BacklogMany.sumRem, reqCount], ?_⟩
+  exact (DriftMachine.step_inv eng ss W bW _ _ hch hcache hB hW hbW hfit hS hcap hkv
+    (DriftMachine.run_inv eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
+      (DriftMachine.init_inv eng.blockSize W bW ss hS))).2
 
 end Serq
