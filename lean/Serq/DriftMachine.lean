@@ -3,23 +3,29 @@ module
 public import Serq.BacklogMany
 public import Serq.Drift
 
-/-! # The drift chain on the machine (issue 14, result 7, second part): one iteration's work
+/-! # The drift chain on the machine (issue 14, result 7, second part)
 
 The backlog chain of `Serq.Drift` (`nextBacklog`: `r' = r + k·W − B`, stopping at 0) is the
-token-level model of a work-conserving budget server. Here its step is computed on `Serq.Exec`'s
-machine, for requests whose work is their prompt (at most one output token: the prefill samples it,
-no decode follows), with no phase separation (`phased = false`), no chunk cap (`chunk = 0`) and no
-prefix cache (`caching = false`):
-
-* `stepAll_prefills`: what `apply` leaves of a batch of prefills is their work left less the tokens
-  the batch scheduled (`sumRem (stepAll now L) + batchTokens L = sumRem L`), every survivor a prefill;
-* `serve_prefills`: vLLM's `advance running` serves the residents, all prefills, in admission order,
-  each `min(remaining, budget left)`, within the KV pool: the iteration's residents take
-  `min(budget, Σ remaining)` tokens;
+token-level model of a work-conserving budget server. Here every step of `Serq.Exec`'s machine is
+proved to be its step (`Serq.drift_machine_step`), for sessions of one turn whose work is their
+prompt (`W` tokens, at most one output token: the prefill samples it, no decode follows), with no
+chunk cap (`chunk = 0`), no prefix cache (`caching = false`), either schedule, any arrival times, and
+a request slot and `bW` blocks for every session of the path. The machine's work is
+`work W m = Σ remaining + W · queued`; it starts at 0 and each step leaves `work + k·W − budget`,
+`k` the turns due at the step.
 
 Order on the machine: the turns due at the step's start are submitted (at the queue's back) before
 the iteration is planned, so an iteration serves the work left plus that of the arrivals due at its
 start, as the chain's step `r + k·W − B` does.
+
+The pieces: `stepAll_prefills` (what `apply` leaves of a batch of prefills), `serve_prefills` (vLLM's
+`advance running` over prefills, `servePre`), `admit_fresh` (the queue's fresh heads admitted while
+the budget lasts), `plan_pre` (the iteration: `min(budget, work)` tokens, nothing preempted),
+`step_work` (one step), and the invariant `Inv` (`init_inv`, `step_inv`, `run_inv`).
+
+Open: the clock (an empty machine with nothing due jumps to the next arrival with no iteration, where
+the chain steps `0 → 0`: the coupling is indexed by the machine's steps, not by time), and the caps:
+they bound one finite path; an unbounded stochastic path eventually exceeds any fixed cap.
 -/
 
 @[expose] public section
