@@ -631,6 +631,30 @@ theorem run_inv (eng : Engine) (ss : List Session) (W bW N : Nat)
     · exact run_inv eng ss W bW N hch hcache hB hW hbW hfit hS hcap hkv fuel _
         (step_inv eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h).1
 
+/-- The machine's work is 0 exactly when its engine is empty: no resident, no request waiting. -/
+theorem work_zero_iff (bs W bW N : Nat) (m : Machine) (hW : 0 < W) (h : Inv bs W bW N m) :
+    work W m = 0 ↔ m.running = [] ∧ m.waiting = [] := by
+  constructor
+  · intro hz
+    unfold work at hz
+    refine ⟨?_, ?_⟩
+    · cases hr : m.running with
+      | nil => rfl
+      | cons r rs =>
+        have := (h.1 r (by rw [hr]; exact List.mem_cons_self)).2.1
+        rw [hr] at hz
+        simp only [sumRem] at hz
+        omega
+    · cases hq : m.waiting with
+      | nil => rfl
+      | cons q qs =>
+        rw [hq] at hz
+        simp only [reqCount] at hz
+        have : W ≤ W * (reqCount qs + 1) := Nat.le_mul_of_pos_right _ (by omega)
+        omega
+  · intro ⟨h1, h2⟩
+    simp [work, h1, h2, sumRem, reqCount]
+
 end DriftMachine
 
 /-- **Every step of every run of the machine is the drift chain's step** (issue 14, result 7, second
@@ -654,5 +678,19 @@ theorem drift_machine_step (eng : Engine) (ss : List Session) (W bW : Nat)
   exact (DriftMachine.step_inv eng ss W bW _ _ hch hcache hB hW hbW hfit hS hcap hkv
     (DriftMachine.run_inv eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
       (DriftMachine.init_inv eng.blockSize W bW ss hS))).2
+
+/-- **The machine's empty-engine steps are the chain's zero-backlog steps**: under
+`drift_machine_step`'s hypotheses, at every machine of every run the work is 0 exactly when no request
+is resident or waiting. -/
+theorem drift_machine_empty (eng : Engine) (ss : List Session) (W bW : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : DriftMachine.OneTurnW W ss) (hcap : sessionCount ss ≤ eng.reqsCap)
+    (hkv : sessionCount ss * bW ≤ eng.kvBlocks) (fuel : Nat) :
+    DriftMachine.work W (run eng ss fuel (init ss)) = 0 ↔
+      (run eng ss fuel (init ss)).running = [] ∧ (run eng ss fuel (init ss)).waiting = [] :=
+  DriftMachine.work_zero_iff _ W bW _ _ hW
+    (DriftMachine.run_inv eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
+      (DriftMachine.init_inv eng.blockSize W bW ss hS))
 
 end Serq
