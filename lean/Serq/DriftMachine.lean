@@ -446,7 +446,8 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
       (∀ rq ∈ (step eng ss m).waiting, Fresh W rq) ∧
       resCount (step eng ss m).running + reqCount (step eng ss m).waiting
         ≤ resCount m.running + reqCount m.waiting + due.length ∧
-      (step eng ss m).pending = later := by
+      (step eng ss m).pending = later ∧
+      ((step eng ss m).now = m.now + 1 ∨ (due.length = 0 ∧ work W m = 0)) := by
   obtain ⟨n1, f1⟩ := submit_fresh eng ss W hcache hss hfit due m.waiting hdW hQ
   have hnext := nextTurn_single ss hss
   unfold step
@@ -467,10 +468,10 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
     cases later with
     | nil =>
       simp only [work, hr, sumRem, reqCount, resCount]
-      refine ⟨by omega, by simp, by simp, by omega, by simp⟩
+      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega⟩⟩
     | cons q qs =>
       simp only [work, hr, sumRem, reqCount, resCount]
-      refine ⟨by omega, by simp, by simp, by omega, by simp⟩
+      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega⟩⟩
   · rw [if_neg hidle]
     have hc0 : (if eng.chunk > 0 ∧ resCount m.running + reqCount Qs > 1 then eng.chunk else 0) = 0 := by
       simp [hch]
@@ -514,7 +515,7 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
     simp only [List.nil_append] at hrun
     simp only [work, hrun, k1, k3]
     have hc := resCount_stepAll m.now (plan eng 0 m Qs).done
-    refine ⟨?_, ?_, fun rq hrq => f1 rq (p5 rq hrq), by omega, by simp⟩
+    refine ⟨?_, ?_, fun rq hrq => f1 rq (p5 rq hrq), by omega, by simp, Or.inl (by simp)⟩
     · rw [n1] at p1 p2
       rw [Nat.mul_add, Nat.mul_comm W due.length] at p1 p2
       omega
@@ -583,7 +584,8 @@ theorem step_inv (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machine)
     (hS : OneTurnW W ss) (hcap : N ≤ eng.reqsCap) (hkv : N * bW ≤ eng.kvBlocks)
     (h : Inv eng.blockSize W bW N m) :
     Inv eng.blockSize W bW N (step eng ss m) ∧
-      work W (step eng ss m) = work W m + (duePending m.now m.pending).1.length * W - eng.budget := by
+      work W (step eng ss m) = work W m + (duePending m.now m.pending).1.length * W - eng.budget ∧
+      ((step eng ss m).now = m.now + 1 ∨ ((duePending m.now m.pending).1.length = 0 ∧ work W m = 0)) := by
   obtain ⟨hL, hQ, hP, hN⟩ := h
   have hd := duePending_parts m.now m.pending
   generalize hdl : duePending m.now m.pending = dl at hd ⊢
@@ -614,9 +616,9 @@ theorem step_inv (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machine)
     rw [hdl] at h1
     exact hP p (h1 hp)
   have hcnt : resCount m.running + reqCount m.waiting + due.length ≤ N := by omega
-  obtain ⟨w1, w2, w3, w4, w5⟩ := step_work eng ss W bW m due later hch hcache hB hW hbW hfit hss hdl hdW hL hQ
+  obtain ⟨w1, w2, w3, w4, w5, w6⟩ := step_work eng ss W bW m due later hch hcache hB hW hbW hfit hss hdl hdW hL hQ
     (by omega) (Nat.le_trans (Nat.mul_le_mul_right _ hcnt) hkv)
-  refine ⟨⟨w2, w3, by rw [w5]; exact fun p hp => hP p (d2 p hp), by rw [w5]; omega⟩, w1⟩
+  refine ⟨⟨w2, w3, by rw [w5]; exact fun p hp => hP p (d2 p hp), by rw [w5]; omega⟩, w1, w6⟩
 
 theorem run_inv (eng : Engine) (ss : List Session) (W bW N : Nat)
     (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
@@ -677,7 +679,22 @@ theorem drift_machine_step (eng : Engine) (ss : List Session) (W bW : Nat)
   refine ⟨by simp [DriftMachine.work, init, BacklogMany.sumRem, reqCount], ?_⟩
   exact (DriftMachine.step_inv eng ss W bW _ _ hch hcache hB hW hbW hfit hS hcap hkv
     (DriftMachine.run_inv eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
-      (DriftMachine.init_inv eng.blockSize W bW ss hS))).2
+      (DriftMachine.init_inv eng.blockSize W bW ss hS))).2.1
+
+/-- **The clock**: under `drift_machine_step`'s hypotheses, a step of a run advances the clock by one
+(an iteration ran), or no turn was due and the engine was empty (work 0), so the chain's step was
+`0 → 0` with `k = 0` (the machine then waits for the next arrival, the clock jumping to it). -/
+theorem drift_machine_clock (eng : Engine) (ss : List Session) (W bW : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : DriftMachine.OneTurnW W ss) (hcap : sessionCount ss ≤ eng.reqsCap)
+    (hkv : sessionCount ss * bW ≤ eng.kvBlocks) (fuel : Nat) :
+    (step eng ss (run eng ss fuel (init ss))).now = (run eng ss fuel (init ss)).now + 1 ∨
+      ((duePending (run eng ss fuel (init ss)).now (run eng ss fuel (init ss)).pending).1.length = 0 ∧
+        DriftMachine.work W (run eng ss fuel (init ss)) = 0) :=
+  (DriftMachine.step_inv eng ss W bW _ _ hch hcache hB hW hbW hfit hS hcap hkv
+    (DriftMachine.run_inv eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
+      (DriftMachine.init_inv eng.blockSize W bW ss hS))).2.2
 
 /-- **The machine's empty-engine steps are the chain's zero-backlog steps**: under
 `drift_machine_step`'s hypotheses, at every machine of every run the work is 0 exactly when no request
