@@ -447,7 +447,8 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
       resCount (step eng ss m).running + reqCount (step eng ss m).waiting
         ≤ resCount m.running + reqCount m.waiting + due.length ∧
       (step eng ss m).pending = later ∧
-      ((step eng ss m).now = m.now + 1 ∨ (due.length = 0 ∧ work W m = 0)) := by
+      ((step eng ss m).now = m.now + 1 ∨ (due.length = 0 ∧ work W m = 0 ∧
+        (later = [] ∨ ∃ q qs, later = q :: qs ∧ (step eng ss m).now = q.time))) := by
   obtain ⟨n1, f1⟩ := submit_fresh eng ss W hcache hss hfit due m.waiting hdW hQ
   have hnext := nextTurn_single ss hss
   unfold step
@@ -468,10 +469,10 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
     cases later with
     | nil =>
       simp only [work, hr, sumRem, reqCount, resCount]
-      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega⟩⟩
+      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega, by simp⟩⟩
     | cons q qs =>
       simp only [work, hr, sumRem, reqCount, resCount]
-      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega⟩⟩
+      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega, Or.inr ⟨q, qs, rfl, by simp⟩⟩⟩
   · rw [if_neg hidle]
     have hc0 : (if eng.chunk > 0 ∧ resCount m.running + reqCount Qs > 1 then eng.chunk else 0) = 0 := by
       simp [hch]
@@ -618,7 +619,8 @@ theorem step_inv (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machine)
   have hcnt : resCount m.running + reqCount m.waiting + due.length ≤ N := by omega
   obtain ⟨w1, w2, w3, w4, w5, w6⟩ := step_work eng ss W bW m due later hch hcache hB hW hbW hfit hss hdl hdW hL hQ
     (by omega) (Nat.le_trans (Nat.mul_le_mul_right _ hcnt) hkv)
-  refine ⟨⟨w2, w3, by rw [w5]; exact fun p hp => hP p (d2 p hp), by rw [w5]; omega⟩, w1, w6⟩
+  refine ⟨⟨w2, w3, by rw [w5]; exact fun p hp => hP p (d2 p hp), by rw [w5]; omega⟩, w1,
+    w6.imp id (fun h => ⟨h.1, h.2.1⟩)⟩
 
 theorem run_inv (eng : Engine) (ss : List Session) (W bW N : Nat)
     (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
@@ -656,6 +658,130 @@ theorem work_zero_iff (bs W bW N : Nat) (m : Machine) (hW : 0 < W) (h : Inv bs W
         omega
   · intro ⟨h1, h2⟩
     simp [work, h1, h2, sumRem, reqCount]
+
+/-! ## The clock: no arrival is late -/
+
+/-- The pending turns in order of time. -/
+def SortedT : List Pending → Prop
+  | [] => True
+  | p :: ps => (∀ q ∈ ps, p.time ≤ q.time) ∧ SortedT ps
+
+theorem insertPending_sorted (p : Pending) : ∀ (l : List Pending), SortedT l → SortedT (insertPending p l)
+  | [], _ => ⟨by simp, trivial⟩
+  | q :: qs, ⟨h1, h2⟩ => by
+    simp only [insertPending]
+    split
+    · rename_i hb
+      have : p.time ≤ q.time := by
+        simp only [pendingBefore, Bool.or_eq_true, Bool.and_eq_true, beq_iff_eq, decide_eq_true_eq] at hb
+        omega
+      refine ⟨fun x hx => ?_, h1, h2⟩
+      rcases List.mem_cons.mp hx with rfl | hx
+      · exact this
+      · have := h1 x hx; omega
+    · rename_i hb
+      have : q.time ≤ p.time := by
+        simp only [pendingBefore, Bool.or_eq_true, Bool.and_eq_true, beq_iff_eq, decide_eq_true_eq] at hb
+        omega
+      refine ⟨fun x hx => ?_, insertPending_sorted p qs h2⟩
+      rcases mem_insertPending_aux p x qs hx with rfl | hx
+      · exact this
+      · exact h1 x hx
+
+theorem firstTurns_sorted : ∀ (k : Nat) (ss : List Session), SortedT (firstTurns k ss)
+  | _, [] => trivial
+  | k, s :: ss => by
+    simp only [firstTurns]
+    split
+    · exact firstTurns_sorted (k + 1) ss
+    · exact insertPending_sorted _ _ (firstTurns_sorted (k + 1) ss)
+
+theorem duePending_later (now : Nat) : ∀ (ps : List Pending),
+    (∀ q ∈ (duePending now ps).2, now < q.time) ∧ (SortedT ps → SortedT (duePending now ps).2)
+  | [] => by simp [duePending, SortedT]
+  | p :: ps => by
+    have ih := duePending_later now ps
+    have hmem := (duePending_parts now ps).2
+    simp only [duePending]
+    generalize duePending now ps = dl at ih hmem ⊢
+    obtain ⟨d, l⟩ := dl
+    obtain ⟨i1, i2⟩ := ih
+    dsimp only at i1 i2 hmem ⊢
+    split
+    · exact ⟨i1, fun h => i2 h.2⟩
+    · rename_i hp
+      refine ⟨fun q hq => ?_, fun h => ⟨fun q hq => h.1 q (hmem q hq), i2 h.2⟩⟩
+      rcases List.mem_cons.mp hq with rfl | hq
+      · omega
+      · exact i1 q hq
+
+/-- A step keeps the pending turns in order and none of them before the clock. -/
+theorem step_clock (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machine)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : OneTurnW W ss) (hcap : N ≤ eng.reqsCap) (hkv : N * bW ≤ eng.kvBlocks)
+    (h : Inv eng.blockSize W bW N m) (hs : SortedT m.pending) :
+    SortedT (step eng ss m).pending ∧ ∀ p ∈ (step eng ss m).pending, (step eng ss m).now ≤ p.time := by
+  obtain ⟨hL, hQ, hP, hN⟩ := h
+  have hd := duePending_parts m.now m.pending
+  have hlat := duePending_later m.now m.pending
+  generalize hdl : duePending m.now m.pending = dl at hd hlat ⊢
+  obtain ⟨due, later⟩ := dl
+  obtain ⟨d1, d2⟩ := hd
+  obtain ⟨l1, l2⟩ := hlat
+  dsimp only at d1 d2 l1 l2 ⊢
+  have hss : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out ≤ 1 := fun s hs => by
+    obtain ⟨t, ht, _, ho⟩ := hS s hs; exact ⟨t, ht, ho⟩
+  have hdW : ∀ p ∈ due, p.prompt = W := by
+    intro p hp
+    have : ∀ (now : Nat) (ps : List Pending), ∀ q ∈ (duePending now ps).1, q ∈ ps := by
+      intro now ps
+      induction ps with
+      | nil => simp [duePending]
+      | cons x xs ih =>
+        simp only [duePending]
+        generalize duePending now xs = dl at ih ⊢
+        obtain ⟨a, b⟩ := dl
+        dsimp only at ih ⊢
+        split
+        · intro q hq
+          rcases List.mem_cons.mp hq with rfl | hq
+          · exact List.mem_cons_self
+          · exact List.mem_cons_of_mem _ (ih q hq)
+        · exact fun q hq => List.mem_cons_of_mem _ (ih q hq)
+    have h1 := this m.now m.pending p
+    rw [hdl] at h1
+    exact hP p (h1 hp)
+  have hcnt : resCount m.running + reqCount m.waiting + due.length ≤ N := by omega
+  obtain ⟨_, _, _, _, w5, w6⟩ := step_work eng ss W bW m due later hch hcache hB hW hbW hfit hss hdl hdW hL hQ
+    (by omega) (Nat.le_trans (Nat.mul_le_mul_right _ hcnt) hkv)
+  have hsl := l2 hs
+  rw [w5]
+  refine ⟨hsl, fun p hp => ?_⟩
+  rcases w6 with hn | ⟨_, _, hl | ⟨q, qs, hl, hn⟩⟩
+  · rw [hn]; have := l1 p hp; omega
+  · rw [hl] at hp; simp at hp
+  · rw [hn]
+    rw [hl] at hp hsl
+    rcases List.mem_cons.mp hp with rfl | hp
+    · exact Nat.le_refl _
+    · exact hsl.1 p hp
+
+theorem run_clock (eng : Engine) (ss : List Session) (W bW N : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : OneTurnW W ss) (hcap : N ≤ eng.reqsCap) (hkv : N * bW ≤ eng.kvBlocks) :
+    ∀ (fuel : Nat) (m : Machine), Inv eng.blockSize W bW N m → SortedT m.pending →
+      (∀ p ∈ m.pending, m.now ≤ p.time) →
+      SortedT (run eng ss fuel m).pending ∧ ∀ p ∈ (run eng ss fuel m).pending, (run eng ss fuel m).now ≤ p.time
+  | 0, _, _, hs, hc => ⟨hs, hc⟩
+  | fuel + 1, m, h, hs, hc => by
+    simp only [run]
+    split
+    · exact ⟨hs, hc⟩
+    · obtain ⟨c1, c2⟩ := step_clock eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h hs
+      exact run_clock eng ss W bW N hch hcache hB hW hbW hfit hS hcap hkv fuel _
+        (step_inv eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h).1 c1 c2
 
 end DriftMachine
 
@@ -709,5 +835,19 @@ theorem drift_machine_empty (eng : Engine) (ss : List Session) (W bW : Nat)
   DriftMachine.work_zero_iff _ W bW _ _ hW
     (DriftMachine.run_inv eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
       (DriftMachine.init_inv eng.blockSize W bW ss hS))
+
+/-- **No arrival is late**: under `drift_machine_step`'s hypotheses, at every machine of every run every
+pending turn is due no earlier than the clock, so the turns due at a step are those whose time is the
+step's (`k` counts the sessions arriving at that time, none delayed), and a jump of the clock (an empty
+machine waiting) skips no arrival. -/
+theorem drift_machine_on_time (eng : Engine) (ss : List Session) (W bW : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : DriftMachine.OneTurnW W ss) (hcap : sessionCount ss ≤ eng.reqsCap)
+    (hkv : sessionCount ss * bW ≤ eng.kvBlocks) (fuel : Nat) :
+    ∀ p ∈ (run eng ss fuel (init ss)).pending, (run eng ss fuel (init ss)).now ≤ p.time :=
+  (DriftMachine.run_clock eng ss W bW _ hch hcache hB hW hbW hfit hS hcap hkv fuel _
+    (DriftMachine.init_inv eng.blockSize W bW ss hS) (DriftMachine.firstTurns_sorted 0 ss)
+    (fun _ _ => Nat.zero_le _)).2
 
 end Serq
