@@ -23,9 +23,11 @@ The pieces: `stepAll_prefills` (what `apply` leaves of a batch of prefills), `se
 the budget lasts), `plan_pre` (the iteration: `min(budget, work)` tokens, nothing preempted),
 `step_work` (one step), and the invariant `Inv` (`init_inv`, `step_inv`, `run_inv`).
 
-Open: the clock (an empty machine with nothing due jumps to the next arrival with no iteration, where
-the chain steps `0 → 0`: the coupling is indexed by the machine's steps, not by time), and the caps:
-they bound one finite path; an unbounded stochastic path eventually exceeds any fixed cap.
+The clock: a step advances it by one, or the engine was empty with nothing due and it jumps to the
+next arrival (`Serq.drift_machine_clock`); no pending turn is ever before it
+(`Serq.drift_machine_on_time`), so a jump skips no arrival. Open: that the turns due at time `t` are
+all the sessions arriving at `t`, and the composed time-indexed statement; and the caps bound one
+finite path: an unbounded stochastic path eventually exceeds any fixed cap.
 -/
 
 @[expose] public section
