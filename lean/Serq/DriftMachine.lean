@@ -450,7 +450,7 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
         ≤ resCount m.running + reqCount m.waiting + due.length ∧
       (step eng ss m).pending = later ∧
       ((step eng ss m).now = m.now + 1 ∨ (due.length = 0 ∧ work W m = 0 ∧
-        (later = [] ∨ ∃ q qs, later = q :: qs ∧ (step eng ss m).now = q.time))) := by
+        ((later = [] ∧ (step eng ss m).now = m.now) ∨ ∃ q qs, later = q :: qs ∧ (step eng ss m).now = q.time))) := by
   obtain ⟨n1, f1⟩ := submit_fresh eng ss W hcache hss hfit due m.waiting hdW hQ
   have hnext := nextTurn_single ss hss
   unfold step
@@ -471,7 +471,7 @@ theorem step_work (eng : Engine) (ss : List Session) (W bW : Nat) (m : Machine) 
     cases later with
     | nil =>
       simp only [work, hr, sumRem, reqCount, resCount]
-      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega, by simp⟩⟩
+      refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega, Or.inl ⟨trivial, by simp⟩⟩⟩
     | cons q qs =>
       simp only [work, hr, sumRem, reqCount, resCount]
       refine ⟨by omega, by simp, by simp, by omega, by simp, Or.inr ⟨by omega, by omega, Or.inr ⟨q, qs, rfl, by simp⟩⟩⟩
@@ -723,7 +723,11 @@ theorem step_clock (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machin
     (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
     (hS : OneTurnW W ss) (hcap : N ≤ eng.reqsCap) (hkv : N * bW ≤ eng.kvBlocks)
     (h : Inv eng.blockSize W bW N m) (hs : SortedT m.pending) :
-    SortedT (step eng ss m).pending ∧ ∀ p ∈ (step eng ss m).pending, (step eng ss m).now ≤ p.time := by
+    SortedT (step eng ss m).pending ∧ (∀ p ∈ (step eng ss m).pending, (step eng ss m).now ≤ p.time) ∧
+      (step eng ss m).pending = (duePending m.now m.pending).2 ∧
+      ((step eng ss m).now = m.now + 1 ∨ ((duePending m.now m.pending).1.length = 0 ∧
+        (((duePending m.now m.pending).2 = [] ∧ (step eng ss m).now = m.now) ∨
+          ∃ q qs, (duePending m.now m.pending).2 = q :: qs ∧ (step eng ss m).now = q.time))) := by
   obtain ⟨hL, hQ, hP, hN⟩ := h
   have hd := duePending_parts m.now m.pending
   have hlat := duePending_later m.now m.pending
@@ -758,9 +762,13 @@ theorem step_clock (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machin
   obtain ⟨_, _, _, _, w5, w6⟩ := step_work eng ss W bW m due later hch hcache hB hW hbW hfit hss hdl hdW hL hQ
     (by omega) (Nat.le_trans (Nat.mul_le_mul_right _ hcnt) hkv)
   have hsl := l2 hs
+  have hE : (step eng ss m).now = m.now + 1 ∨ (due.length = 0 ∧
+      ((later = [] ∧ (step eng ss m).now = m.now) ∨ ∃ q qs, later = q :: qs ∧ (step eng ss m).now = q.time)) :=
+    w6.imp id (fun h => ⟨h.1, h.2.2⟩)
+  refine ⟨by rw [w5]; exact hsl, ?_, w5, hE⟩
   rw [w5]
-  refine ⟨hsl, fun p hp => ?_⟩
-  rcases w6 with hn | ⟨_, _, hl | ⟨q, qs, hl, hn⟩⟩
+  intro p hp
+  rcases w6 with hn | ⟨_, _, ⟨hl, _⟩ | ⟨q, qs, hl, hn⟩⟩
   · rw [hn]; have := l1 p hp; omega
   · rw [hl] at hp; simp at hp
   · rw [hn]
@@ -781,7 +789,7 @@ theorem run_clock (eng : Engine) (ss : List Session) (W bW N : Nat)
     simp only [run]
     split
     · exact ⟨hs, hc⟩
-    · obtain ⟨c1, c2⟩ := step_clock eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h hs
+    · obtain ⟨c1, c2, _⟩ := step_clock eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h hs
       exact run_clock eng ss W bW N hch hcache hB hW hbW hfit hS hcap hkv fuel _
         (step_inv eng ss W bW N m hch hcache hB hW hbW hfit hS hcap hkv h).1 c1 c2
 
