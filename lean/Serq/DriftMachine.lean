@@ -25,9 +25,10 @@ the budget lasts), `plan_pre` (the iteration: `min(budget, work)` tokens, nothin
 
 The clock: a step advances it by one, or the engine was empty with nothing due and it jumps to the
 next arrival (`Serq.drift_machine_clock`); no pending turn is ever before it
-(`Serq.drift_machine_on_time`), so a jump skips no arrival. Open: that the turns due at time `t` are
-all the sessions arriving at `t`, and the composed time-indexed statement; and the caps bound one
-finite path: an unbounded stochastic path eventually exceeds any fixed cap.
+(`Serq.drift_machine_on_time`), so a jump skips no arrival; the turns due at a step are the sessions
+arriving at its time (`Serq.drift_machine_due`, `DriftMachineTime.lean`). Open: the composed
+time-indexed statement as one theorem; and the caps bound one finite path: an unbounded stochastic
+path eventually exceeds any fixed cap.
 -/
 
 @[expose] public section

@@ -32,10 +32,10 @@ theorem duePending_filter (now : Nat) : ∀ (ps : List Pending),
     split
     · rename_i h
       have h' : ¬ now < p.time := by omega
-      simp [List.filter_cons, h, h']
+      simp [h, h']
     · rename_i h
       have h' : now < p.time := by omega
-      simp [List.filter_cons, h, h']
+      simp [h, h']
 
 /-- The pending turns are the sessions' first turns due no earlier than the clock. -/
 def OnTime (ss : List Session) (m : Machine) : Prop :=
@@ -72,7 +72,7 @@ theorem step_onTime (eng : Engine) (ss : List Session) (W bW N : Nat) (m : Machi
       rcases Nat.lt_or_ge m.now x.time with hx | hx
       · have := hf.2
         rw [hnil, hp] at this
-        simp [List.filter_cons, hx] at this
+        simp [hx] at this
       · rw [hf.1, hp] at hk
         have hx' : x.time ≤ m.now := hx
         simp [List.filter_cons, hx'] at hk
