@@ -32,6 +32,8 @@ public import Serq.Backlog
 public import Serq.BacklogDecode
 public import Serq.BacklogManyStep
 public import Serq.BacklogMany
+public import Serq.DriftMachine
+public import Serq.DriftMachineTime
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
