@@ -207,41 +207,48 @@ def test_dai_backlog_holds_on_the_simulated_path(sessions):
     # a 32-token prompt every 2 steps, budget 16: each request is prefilled in the two iterations after
     # its arrival (16 + 16 tokens; its one output token is the prefill's), so it is answered 2 after it
     # arrived and the next arrival finds the engine empty: arrived * 32 = served + 32 at each arrival
-    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI), "--arrivals", sessions, "--json"],
+    _holds_on_the_simulated_path(DAI, sessions, ["bounded_backlog"], 2.0)
+
+
+def _variant(program: Path, tmp_path: Path, old: str, new: str) -> Path:
+    """`program` with `old` (which must be in it) replaced by `new`, written under `tmp_path`."""
+    text = program.read_text()
+    assert old in text
+    path = tmp_path / f"{program.stem}_variant.sq"
+    path.write_text(text.replace(old, new))
+    return path
+
+
+def _holds_on_the_simulated_path(program: Path, sessions: str, claims: list[str], response: float) -> None:
+    """`serq run program --arrivals sessions`: every claim named holds, and every session is answered
+    `response` after it arrived."""
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(program), "--arrivals", sessions, "--json"],
                          capture_output=True, text=True, cwd=REPO)
     assert out.returncode == 0, out.stderr
     report = json.loads(out.stdout)
-    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
-    response = report["client"]["response"]
-    assert (response["count"], response["min"], response["max"]) == (int(sessions), 2.0, 2.0)
-
-
-def _dai_variant(tmp_path: Path, old: str, new: str) -> Path:
-    text = DAI.read_text()
-    assert old in text
-    path = tmp_path / "dai_backlog_variant.sq"
-    path.write_text(text.replace(old, new))
-    return path
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [(name, "holds") for name in claims]
+    got = report["client"]["response"]
+    assert (got["count"], got["min"], got["max"]) == (int(sessions), response, response)
 
 
 def test_dai_backlog_fails_when_the_work_per_gap_exceeds_the_budget(tmp_path):
     # the broken variant: a gap of 1 (32 > 16 * 1). Session 0 arrives at 1, iteration 0 (time 1) serves
     # 16 of its 32; at time 2 session 1 arrives: arrived * 32 = 64 > served + 32 = 16 + 32
-    failed = _run_json(_dai_variant(tmp_path, "let g = 2;", "let g = 1;"), "--arrivals", "5")["bounded_backlog"]
+    failed = _run_json(_variant(DAI, tmp_path, "let g = 2;", "let g = 1;"), "--arrivals", "5")["bounded_backlog"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 2.0, 1)
 
 
 def test_dai_backlog_fails_with_a_prompt_longer_than_the_budget_per_gap(tmp_path):
     # a prompt of 33 (> 16 * 2): iterations 0 and 1 (times 2, 3) serve 16 + 16, leaving 1 token; at time 4
     # session 1 arrives: arrived * 33 = 66 > served + 33 = 32 + 33
-    failed = _run_json(_dai_variant(tmp_path, "let W = 32;", "let W = 33;"), "--arrivals", "5")["bounded_backlog"]
+    failed = _run_json(_variant(DAI, tmp_path, "let W = 32;", "let W = 33;"), "--arrivals", "5")["bounded_backlog"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 4.0, 2)
 
 
 def test_dai_backlog_holds_with_the_prefix_cache_on(tmp_path):
     # Serq.backlog_bounded allows a prefix cache: each session has one turn, so the cache holds only
     # earlier sessions' prefixes and nothing is reused; the path is the one without the cache
-    out = _run_json(_dai_variant(tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
+    out = _run_json(_variant(DAI, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
     assert out["bounded_backlog"]["result"] == "holds"
 
 
@@ -272,21 +279,7 @@ def test_dai_backlog_decode_holds_on_the_simulated_path(sessions):
     # two iterations after its arrival (16 + 16; the second samples its first token) and decodes in the
     # next two, so its last token is at 3 after its arrival (response 4) and the next arrival finds the
     # engine empty: arrived * 34 = served + 34 at each arrival
-    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_DECODE), "--arrivals", sessions,
-                          "--json"], capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
-    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
-    response = report["client"]["response"]
-    assert (response["count"], response["min"], response["max"]) == (int(sessions), 4.0, 4.0)
-
-
-def _dai_decode_variant(tmp_path: Path, old: str, new: str) -> Path:
-    text = DAI_DECODE.read_text()
-    assert old in text
-    path = tmp_path / "dai_backlog_decode_variant.sq"
-    path.write_text(text.replace(old, new))
-    return path
+    _holds_on_the_simulated_path(DAI_DECODE, sessions, ["bounded_backlog"], 4.0)
 
 
 def test_dai_backlog_decode_fails_when_the_life_exceeds_the_gap_though_the_work_fits(tmp_path):
@@ -294,7 +287,7 @@ def test_dai_backlog_decode_fails_when_the_life_exceeds_the_gap_though_the_work_
     # decode iterations) does not. Session 0 arrives at 3: iterations 0-3 (times 3-6) serve 16, 16, 1, 1;
     # at time 6 session 1 arrives while session 0 has a decode left: arrived * 34 = 68 > served + 34 =
     # 33 + 34
-    failed = _run_json(_dai_decode_variant(tmp_path, "let g = 4;", "let g = 3;"), "--arrivals", "5")
+    failed = _run_json(_variant(DAI_DECODE, tmp_path, "let g = 4;", "let g = 3;"), "--arrivals", "5")
     assert (failed["bounded_backlog"]["result"], failed["bounded_backlog"]["time"],
             failed["bounded_backlog"]["iteration"]) == ("fails", 6.0, 3)
 
@@ -303,7 +296,7 @@ def test_dai_backlog_decode_fails_with_one_decode_too_many(tmp_path):
     # D = 4 (W = 35, a life of 2 + 3 = 5 > 4). Session 0 arrives at 4: iterations 0-3 (times 4-7) serve
     # 16, 16, 1, 1; at time 8 session 1 arrives with one decode of session 0 left: arrived * 35 = 70 >
     # served + 35 = 34 + 35
-    failed = _run_json(_dai_decode_variant(tmp_path, "let D = 3;", "let D = 4;"), "--arrivals", "5")
+    failed = _run_json(_variant(DAI_DECODE, tmp_path, "let D = 3;", "let D = 4;"), "--arrivals", "5")
     assert (failed["bounded_backlog"]["result"], failed["bounded_backlog"]["time"],
             failed["bounded_backlog"]["iteration"]) == ("fails", 8.0, 4)
 
@@ -314,7 +307,7 @@ def test_dai_backlog_decode_fails_with_one_decode_too_many(tmp_path):
 def test_dai_backlog_decode_holds_with_a_cache_or_a_chunk_cap(tmp_path, old, new):
     # Serq.backlog_decode_bounded allows a prefix cache (one turn per session: nothing is reused) and any
     # chunk cap (lifted for a request alone, and one request is in flight)
-    out = _run_json(_dai_decode_variant(tmp_path, old, new), "--arrivals", "40")
+    out = _run_json(_variant(DAI_DECODE, tmp_path, old, new), "--arrivals", "40")
     assert out["bounded_backlog"]["result"] == "holds"
 
 
@@ -342,25 +335,15 @@ def test_dai_backlog_many_holds_on_the_simulated_path(sessions):
     # a 14-token prompt with 5 output tokens every 2 steps, budget 16: each prompt is prefilled whole in
     # its arrival's iteration beside at most two decodes, and its four decodes follow, so it is answered
     # 5 after it arrives, with up to three requests in flight: arrived * 18 <= served + 3 * 18
-    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_MANY), "--arrivals", sessions,
-                          "--json"], capture_output=True, text=True, cwd=REPO)
-    assert out.returncode == 0, out.stderr
-    report = json.loads(out.stdout)
-    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds"),
-                                                                     ("bounded_backlog_exact", "holds")]
-    response = report["client"]["response"]
-    assert (response["count"], response["min"], response["max"]) == (int(sessions), 5.0, 5.0)
+    _holds_on_the_simulated_path(DAI_MANY, sessions, ["bounded_backlog", "bounded_backlog_exact"], 5.0)
 
 
 def test_dai_backlog_many_exact_constant_is_met(tmp_path):
     # the exact constant W + (D - g) + (D - 2g) = 18 + 3 + 1 = 22 is met with equality: sessions at 2, 4,
     # 6; iterations 0-3 (times 2-5) serve 14, 1, 1 + 14, 2 (served 32); at 6 session 2 arrives while
     # session 0 has 1 decode left and session 1 has 3: arrived * 18 = 54 = 32 + 22. One token less fails
-    text = DAI_MANY.read_text()
-    claim = "(arrived * W <= served + W + (D - g) + (D - 2 * g));"
-    assert claim in text
-    variant = tmp_path / "dai_backlog_many_less.sq"
-    variant.write_text(text.replace(claim, "(arrived * W <= served + W + (D - g) + (D - 2 * g) - 1);"))
+    variant = _variant(DAI_MANY, tmp_path, "(arrived * W <= served + W + (D - g) + (D - 2 * g));",
+                       "(arrived * W <= served + W + (D - g) + (D - 2 * g) - 1);")
     failed = _run_json(variant, "--arrivals", "20")["bounded_backlog_exact"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 6.0, 4)
 
@@ -371,11 +354,7 @@ def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
     # slots are full (three decodes and a prefill's last token) and 4 tokens are served; 16, 16, 16 at
     # 6-8, and 4 at 9 (slots full again): served 117 before time 10, where arrived * 18 = 180 >
     # 117 + 54 (at time 9, 162 <= 113 + 54)
-    text = DAI_MANY.read_text()
-    assert "let g = 2;" in text
-    variant = tmp_path / "dai_backlog_many_variant.sq"
-    variant.write_text(text.replace("let g = 2;", "let g = 1;"))
-    claims = _run_json(variant, "--arrivals", "40")
+    claims = _run_json(_variant(DAI_MANY, tmp_path, "let g = 2;", "let g = 1;"), "--arrivals", "40")
     failed = claims["bounded_backlog"]
     assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 10.0, 9)
     # the exact claim, 18 + (5 - 1) + (5 - 2) = 25 with g = 1, fails first: served 14, 15, 16 at times 1-3,
@@ -386,11 +365,7 @@ def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
 
 def test_dai_backlog_many_holds_with_the_prefix_cache_on(tmp_path):
     # Serq.backlog_many allows a prefix cache (one turn per session: an admission reuses nothing)
-    text = DAI_MANY.read_text()
-    assert "let caching = 0;" in text
-    variant = tmp_path / "dai_backlog_many_cache.sq"
-    variant.write_text(text.replace("let caching = 0;", "let caching = 1;"))
-    claims = _run_json(variant, "--arrivals", "40")
+    claims = _run_json(_variant(DAI_MANY, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
     assert (claims["bounded_backlog"]["result"], claims["bounded_backlog_exact"]["result"]) == ("holds", "holds")
 
 
@@ -411,7 +386,7 @@ def test_dai_backlog_many_family_and_proof():
 def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):
     for gap in ("~exp(2)", "2.5"):
         with pytest.raises(SerqError) as e:
-            claims_module(_dai_variant(tmp_path, "arrive renewal(g);", f"arrive renewal({gap});"))
+            claims_module(_variant(DAI, tmp_path, "arrive renewal(g);", f"arrive renewal({gap});"))
         assert "a renewal gap in the model is a constant whole number of steps" in e.value.message
 
 
