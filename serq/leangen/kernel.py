@@ -544,17 +544,11 @@ class _Lowering:
                 return out
             if e.fn in ("floor", "ceil") and len(e.args) == 1 and self.reads_attention(e.args[0]):
                 return self.attention(e.fn, e.args[0], at)
-            if e.fn == "floor" and len(e.args) == 1:
+            if e.fn in ("floor", "ceil") and len(e.args) == 1:
                 a = e.args[0]
                 if isinstance(a, ir.Binary) and a.op == "div":
-                    return LExpr("floorDiv", (self.expr(a.lhs, at), self.divisor(a.rhs, at)))
-                return self.expr(a, at)  # every value of the fragment is whole: floor is the identity
-            if e.fn == "ceil" and len(e.args) == 1:
-                a = e.args[0]
-                if isinstance(a, ir.Binary) and a.op == "div":  # ⌈a / d⌉ = ⌊(a + d - 1) / d⌋ over ℕ
-                    d = self.divisor(a.rhs, at)
-                    return LExpr("floorDiv", (LExpr("bin", ("add", self.expr(a.lhs, at), LExpr("num", (d - 1,)))), d))
-                return self.expr(a, at)
+                    return rounded_division(e.fn, self.expr(a.lhs, at), self.divisor(a.rhs, at))
+                return self.expr(a, at)  # every value of the fragment is whole: floor and ceil are the identity
             if e.fn == "reusable" and len(e.args) == 2:
                 # the whole blocks of b before the last token (serq.link.consts.reusable): ⌊(n - 1) / b⌋ · b,
                 # where ℕ's n - 1 is 0 for n = 0, as reusable(0, b) is
@@ -599,12 +593,9 @@ class _Lowering:
 
     def attention(self, fn: str, a, at) -> LExpr:
         """`floor` or `ceil` of `batch.attention / d` (d = 1 for `batch.attention` itself), read off twice the
-        attention (`StageVar.attention2`, whole): ⌊A / 2d⌋, or ⌈A / 2d⌉ = ⌊(A + 2d - 1) / 2d⌋."""
+        attention (`StageVar.attention2`, whole): ⌊A / 2d⌋ or ⌈A / 2d⌉."""
         d = 2 * (self.divisor(a.rhs, at) if isinstance(a, ir.Binary) else 1)
-        doubled = LExpr("stageVar", (STAGE_VARS["attention2"],))
-        if fn == "ceil":
-            doubled = LExpr("bin", ("add", doubled, LExpr("num", (d - 1,))))
-        return LExpr("floorDiv", (doubled, d))
+        return rounded_division(fn, LExpr("stageVar", (STAGE_VARS["attention2"],)), d)
 
     def divisor(self, e, at) -> int:
         if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
@@ -794,6 +785,13 @@ ITERATION_FIELDS = ("start", "tokens", "prefilled", "decoders", "residents", "de
                     "kv_decode", "kv_prefill", "attention")
 #: A record field Lean keeps scaled to stay whole: `Iteration.attention2` is twice the attention.
 ITERATION_SCALE = {"attention": 2}
+
+
+def rounded_division(fn: str, x: LExpr, d: int) -> LExpr:
+    """`floor(x / d)`, or `ceil(x / d)` = ⌊(x + d - 1) / d⌋, over ℕ (d a positive whole constant)."""
+    if fn == "ceil":
+        x = LExpr("bin", ("add", x, LExpr("num", (d - 1,))))
+    return LExpr("floorDiv", (x, d))
 
 
 class NotNatural(ValueError):
