@@ -296,3 +296,50 @@ def test_the_decode_group_agrees_on_the_oracle_iterations(monkeypatch):
         grouped = seen(path)
         monkeypatch.setattr(steps, "DECODE_GROUPS", False)
         assert grouped == seen(path), path.name
+
+
+def _pool_with_entries(block, cap: float, used: float, sizes: list, dead: set):
+    """A pool member with cached entries of the given sizes (oldest first), some of them dead."""
+    import itertools
+    from types import SimpleNamespace
+
+    from serq.ir import models as ir
+    from serq.sim.pools import PoolMember
+
+    engine = SimpleNamespace(now=0.0, release_seq=itertools.count(1))
+    m = PoolMember(engine, ir.Pool(name="kv", cap=cap, block=block), None, 0)
+    m.used = used
+    for serial, units in enumerate(sizes):
+        m.add_entry(serial, units, {}, dead=serial in dead)
+    return m
+
+
+def _state(m) -> tuple:
+    return (m.cached, m.evicted_units, m.evicted_total, m.evicted_entries, m.used,
+            [(e.serial, e.units, e.dead) for e in m.entries.values()], sorted(m.live))
+
+
+@pytest.mark.parametrize("block", [None, 1, 16])
+def test_release_order_eviction_takes_what_evicting_entry_by_entry_takes(block):
+    """`PoolMember.make_room` without `evict by` or spill evicts in one loop over locals
+    (`_evict_in_release_order`): the same entries, units and statistics, float for float, as
+    `_evict_from` on the oldest entry until everything fits."""
+    import random
+
+    rng = random.Random(15)
+    for _ in range(300):
+        bs = 1.0 if block is None else float(block)
+        sizes = [bs * rng.randint(1, 6) if rng.random() < 0.7 else rng.uniform(0.1, 40.0)
+                 for _ in range(rng.randint(1, 8))]
+        cap = float(rng.randint(10, 200))
+        used = rng.uniform(0.0, cap * 1.2)
+        dead = {i for i in range(len(sizes)) if rng.random() < 0.3}
+        fast = _pool_with_entries(block, cap, used, sizes, dead)
+        slow = _pool_with_entries(block, cap, used, sizes, dead)
+        fast.make_room()
+        while slow.entries and slow.used + slow.cached > slow.cap:
+            slow._evict_from(next(iter(slow.entries.values())))
+        if slow.cached < 1e-9:
+            slow.cached = 0.0 if not slow.entries else slow.cached
+        assert _state(fast) == _state(slow)
+        assert fast.used + fast.cached <= fast.cap or not fast.entries
