@@ -89,17 +89,22 @@ def residents_program(residents: int, turnover: bool = True):
         return link_file(path, {"blocks": str(blocks)})
 
 
-def bench_residents(residents: int, horizon: float = 20.0, seed: int = 1, turnover: bool = True) -> dict:
-    """Iterations per CPU second of the engine with `residents` requests resident."""
+def bench_residents(residents: int, horizon: float = 20.0, seed: int = 1, turnover: bool = True,
+                    profile: bool = False) -> dict:
+    """Iterations per CPU second of the engine with `residents` requests resident (`profile`: a
+    cProfile of the run printed, top 30 by own time)."""
     from serq.sim import simulate
     import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
     import serq.sim.engine  # noqa: F401  (simulate imports it at its first call)
     import serq.sim.report  # noqa: F401
     prog = residents_program(residents, turnover)
     gc.collect()
+    prof = _profiler() if profile else None
     c0 = time.process_time()
     result = simulate(prog, horizon=horizon, seed=seed)
     cpu = time.process_time() - c0
+    if prof is not None:
+        _print_profile(prof)
     st = next(s for s in result.report["stages"] if s["service"] == "step")
     return {"cpu": cpu, "iterations": st["iterations"], "mean_residents": st["mean_busy"],
             "preemptions": st["preemptions"], "answered": result.report["turns"]["answered"]}
@@ -124,6 +129,20 @@ def bench_requests(n: int, seed: int = 1, rate: float = SINGLE_TURN_RATE) -> dic
             "mean_response": rep["client"]["response"]["mean"]}
 
 
+def _profiler():
+    """A cProfile profiler, started (its figures are several times the unprofiled run's)."""
+    import cProfile
+    prof = cProfile.Profile()
+    prof.enable()
+    return prof
+
+
+def _print_profile(prof) -> None:
+    import pstats
+    prof.disable()
+    pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+
+
 def bench(sessions: int, horizon: float, seed: int, profile: bool = False) -> dict:
     from serq.sim import simulate
     import serq.sim.build  # noqa: F401  (the interpreter's modules imported before the clock starts)
@@ -131,19 +150,14 @@ def bench(sessions: int, horizon: float, seed: int, profile: bool = False) -> di
     import serq.sim.report  # noqa: F401
     prog = program(sessions)
     gc.collect()
-    if profile:
-        import cProfile
-        import pstats
-        prof = cProfile.Profile()
-        prof.enable()
+    prof = _profiler() if profile else None
     t0 = time.perf_counter()
     c0 = time.process_time()
     result = simulate(prog, horizon=horizon, seed=seed)
     dt = time.perf_counter() - t0
     cpu = time.process_time() - c0
-    if profile:
-        prof.disable()
-        pstats.Stats(prof).sort_stats("tottime").print_stats(30)
+    if prof is not None:
+        _print_profile(prof)
     rep = result.report
     st = next(s for s in rep["stages"] if s["service"] == "step")
     return {"seconds": dt, "cpu": cpu, "iterations": st["iterations"], "tokens": st["tokens"], "mean_batch": st["mean_batch"],
@@ -161,7 +175,8 @@ def main() -> None:
     ap.add_argument("--no-turnover", action="store_true", help="with --residents: no request ends in the run")
     args = ap.parse_args()
     if args.residents:
-        r = bench_residents(args.residents, horizon=100.0, seed=args.seed, turnover=not args.no_turnover)
+        r = bench_residents(args.residents, horizon=100.0, seed=args.seed, turnover=not args.no_turnover,
+                            profile=args.profile)
         print(f"vLLM engine, {args.residents} residents{' (no request ends)' if args.no_turnover else ''}: "
               f"{r['iterations']:,} iterations, mean residents {r['mean_residents']:.1f}, "
               f"{r['answered']:,} answered, {r['preemptions']} preemptions, "
