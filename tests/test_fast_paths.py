@@ -321,8 +321,7 @@ def _state(m) -> tuple:
 
 @pytest.mark.parametrize("block", [None, 1, 16])
 def test_release_order_eviction_takes_what_evicting_entry_by_entry_takes(block):
-    """`PoolMember.make_room` without `evict by` or spill evicts in one loop over locals
-    (`_evict_in_release_order`): the same entries, units and statistics, float for float, as
+    """`PoolMember.make_room` without `evict by` or spill evicts in one loop over locals: the same entries, units and statistics, float for float, as
     `_evict_from` on the oldest entry until everything fits."""
     import random
 

@@ -240,7 +240,7 @@ class Holds:
                 m.reserved_out += rr - ur
             if used > m.max_used:
                 m.max_used = used
-            if m.entries:  # (make_room: only a cache gives way)
+            if used + m.cached > m.cap and m.entries:  # (make_room's test: only a cache gives way)
                 m.make_room()
             m.admissions += 1
             m.wait_sum += now - F.joined

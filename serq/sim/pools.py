@@ -342,51 +342,28 @@ class PoolMember:
             del self.entries[e.seq]
 
     def make_room(self) -> None:
-        """Evict in the pool's order until the allocations and the cache fit."""
-        if self.used + self.cached <= self.cap or not self.entries:
-            return
-        E = self.E
-        if E.now > self.t_last:
-            self.touch(E.now)
-        if self.evict_by:
-            # the keys of each entry, read once before anything is taken: its attributes, `size` (its
-            # units now) and `waiting` (its session has a hold waiting for admission here)
-            keys = self.evict_keys
-            if self.evict_waiting:
-                queued = self.waiting_sessions()
-                order = sorted(self.entries.values(),
-                               key=lambda e: (keys(E, e.attrs, e.units, 1.0 if e.serial in queued else 0.0), e.seq))
-            else:
-                order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs, e.units, 0.0), e.seq))
-            for e in order:
-                if self.used + self.cached <= self.cap:
-                    break
-                self._evict_from(e)
-        elif self.spill is not None:  # release order, each taking spills to the tier as it goes
-            entries = self.entries
-            while entries and self.used + self.cached > self.cap:
-                self._evict_from(next(iter(entries.values())))
-        else:
-            self._evict_in_release_order()
-        if self.cached < 1e-9:
-            self.cached = 0.0 if not self.entries else self.cached
-
-    def _evict_in_release_order(self) -> None:
-        """`_evict_from` the oldest entry, again, until the allocations and the cache fit, with no
-        spill: one loop over locals (an engine's pool evicts at about every block its residents grow,
-        the hot path of a cached engine), each step the same float operations in the same order."""
-        entries = self.entries
+        """Evict in the pool's order until the allocations and the cache fit. Release order without
+        spill (`evict lru`: the oldest entry, again) is this loop over locals, each step the same
+        float operations in the same order as `_evict_from` on the oldest entry: an engine's pool
+        evicts at about every block its residents grow, the hot path of a cached engine."""
         used = self.used
         cap = self.cap
         cached = self.cached
+        entries = self.entries
+        if used + cached <= cap or not entries:
+            return
+        if self.evict_by or self.spill is not None:
+            self._make_room_by_keys_or_spilling()
+            return
+        now = self.E.now
+        if now > self.t_last:
+            self.touch(now)
         bs = self.bs if self.block is not None else 0.0
         evicted_units = self.evicted_units
         evicted_total = self.evicted_total
         values = entries.values()
-        while entries:
+        while True:
             total = used + cached
-            if not total > cap:
-                break
             e = next(iter(values))
             units = e.units
             if bs:
@@ -404,9 +381,42 @@ class PoolMember:
                 del entries[e.seq]
                 if not e.dead and self.live.get(e.serial) is e:
                     del self.live[e.serial]
-        self.cached = cached
+                if not entries:
+                    break
+            if not used + cached > cap:
+                break
         self.evicted_units = evicted_units
         self.evicted_total = evicted_total
+        if cached < 1e-9 and not entries:
+            cached = 0.0
+        self.cached = cached
+
+    def _make_room_by_keys_or_spilling(self) -> None:
+        """`make_room` in the `evict by` keys' order, or in release order spilling each taking to the
+        tier as it goes."""
+        E = self.E
+        if E.now > self.t_last:
+            self.touch(E.now)
+        if self.evict_by:
+            # the keys of each entry, read once before anything is taken: its attributes, `size` (its
+            # units now) and `waiting` (its session has a hold waiting for admission here)
+            keys = self.evict_keys
+            if self.evict_waiting:
+                queued = self.waiting_sessions()
+                order = sorted(self.entries.values(),
+                               key=lambda e: (keys(E, e.attrs, e.units, 1.0 if e.serial in queued else 0.0), e.seq))
+            else:
+                order = sorted(self.entries.values(), key=lambda e: (keys(E, e.attrs, e.units, 0.0), e.seq))
+            for e in order:
+                if self.used + self.cached <= self.cap:
+                    break
+                self._evict_from(e)
+        else:
+            entries = self.entries
+            while entries and self.used + self.cached > self.cap:
+                self._evict_from(next(iter(entries.values())))
+        if self.cached < 1e-9:
+            self.cached = 0.0 if not self.entries else self.cached
 
     def _evict_from(self, e: Entry) -> None:
         """Block by block from the entry's tail until the allocations and the cache fit (an entry
