@@ -438,4 +438,120 @@ theorem exec_found (p : Program) (hfit : Fits p) : ∀ (f : Nat) (m : Machine) (
               · rw [occWaiters_append]
               · rw [occWaiters_insert]
 
+/-! ### Settling an instant -/
+
+/-- A ready thread taken out of the ready list runs. -/
+theorem Finds.take (p : Program) (hfit : Fits p) (f t : Nat) (m : Machine) (ts : List Nat) (heq : m.ready = t :: ts) :
+    Finds p g m (exec p f { m with ready := ts } (getThread m.threads t)) := by
+  have he := exec_found (g := g) p hfit f { m with ready := ts } (getThread m.threads t)
+  refine ⟨fun h => he.1 h, fun hg => ?_⟩
+  obtain ⟨ho, hi, hs, hf⟩ := hg
+  rcases he.2 (hi.threads.get t) hs with hl | ⟨hs', hp, ht, hu⟩
+  · exact Or.inl hl
+  · refine Or.inr ⟨?_, ?_, hs', ?_⟩
+    · exact (exec_moved_at (g := g) p f t { m with ready := ts }).serial ho
+    · exact exec_inv p f _ _ hi (hi.threads.get t)
+    · intro x hx
+      by_cases hxu : x = (getThread m.threads t).serial
+      · subst hxu; exact hu hx
+      · rw [ht x hxu] at hx
+        have h1 := hf x hx
+        have h2 := hp x
+        have h3 : m.placed g x = ({ m with ready := ts } : Machine).placed g x + bump x t := by
+          simp only [Machine.placed, heq, occ]; omega
+        by_cases hxt : x = t
+        · subst hxt
+          exfalso
+          rcases ho.1 x with ⟨e, _⟩ | e
+          · exact hxu e.symm
+          · exact hx e
+        · have : bump x t = 0 := by simp [bump, hxt]
+          omega
+
+theorem runReady_finds (p : Program) (hfit : Fits p) : ∀ (f : Nat) (m : Machine), Finds p g m (runReady p f m)
+  | 0, m => Finds.out m
+  | f + 1, m => by
+    simp only [runReady]
+    split
+    · exact Finds.refl m
+    · next t ts heq => exact (Finds.take p hfit f t m ts heq).trans (runReady_finds p hfit f _)
+
+theorem Machine.admitWaiter_placed_eq (p : Program) (m : Machine) (st : List Nat) (i j : Nat)
+    (hj : j < countWaiters (getPool m.pools i).queue) (t : Nat) :
+    (m.admitWaiter p st i j).placed g t + bump t (getWaiter (getPool m.pools i).queue j).thread = m.placed g t := by
+  have hlt : i < m.pools.length :=
+    getPool_lt_of_queue _ _ (by intro h; rw [h] at hj; simp [countWaiters] at hj)
+  have h1 := occPools_set_eq t m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j } hlt
+  have h2 := occWaiters_remove t (getPool m.pools i).queue j hj
+  simp only at h1
+  simp only [Machine.admitWaiter, Machine.placed, Machine.put]
+  rw [occPools_of_queues t _ _ (admitOn_queues ..)]
+  omega
+
+theorem Machine.admitWaiter_shape {p : Program} (m : Machine) (st : List Nat) (i j : Nat) (hs : Shape p m) :
+    Shape p (m.admitWaiter p st i j) := by
+  refine ⟨?_, hs.2.1, hs.2.2.1, ?_⟩
+  · simp only [Machine.admitWaiter, Machine.put]
+    rw [admitOn_length, setPool_length]; exact hs.1
+  · simp only [Machine.admitWaiter, Machine.put]
+    rw [setThread_length]; exact hs.2.2.2
+
+/-- The hold at `j` of pool `i`'s queue admitted, its thread (its own entry, `QueuedOk`) ready: out of one
+place, into another. -/
+theorem Finds.admit (p : Program) (m : Machine) (i j : Nat) (hj : j < countWaiters (getPool m.pools i).queue) :
+    Finds p g m { m.admitWaiter p [] i j with ready := appendNat m.ready (getWaiter (getPool m.pools i).queue j).thread } := by
+  refine ⟨fun h => h, fun hg => Or.inr ?_⟩
+  obtain ⟨ho, hi, hs, hf⟩ := hg
+  have hw := ho.2.get i _ (getWaiter_mem _ j hj)
+  refine ⟨Machine.admitWaiter_serial p m [] i j hj ho, Machine.admitWaiter_inv p m [] i j hi,
+    Machine.admitWaiter_shape m [] i j hs, ?_⟩
+  intro x hx
+  have he := Machine.admitWaiter_placed_eq (g := g) p m [] i j hj x
+  have hpl : ({ m.admitWaiter p [] i j with ready := appendNat m.ready (getWaiter (getPool m.pools i).queue j).thread } :
+      Machine).placed g x = (m.admitWaiter p [] i j).placed g x + bump x (getWaiter (getPool m.pools i).queue j).thread := by
+    simp only [Machine.placed, occ_appendNat, Machine.admitWaiter_ready]; omega
+  rw [hpl]
+  by_cases hxw : x = (getWaiter (getPool m.pools i).queue j).thread
+  · have : bump x (getWaiter (getPool m.pools i).queue j).thread = 1 := by rw [← hxw]; exact bump_self x
+    omega
+  · have hentry : getThread (m.admitWaiter p [] i j).threads x = getThread m.threads x := by
+      simp only [Machine.admitWaiter, Machine.put]
+      exact getThread_setThread_ne _ _ _ _ (fun h => hxw (by rw [← h]; exact hw))
+    have h1 := hf x (by rw [← hentry]; exact hx)
+    have : bump x (getWaiter (getPool m.pools i).queue j).thread = 0 := by simp [bump, hxw]
+    omega
+
+theorem retryQueue_finds (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool), Finds p g m (retryQueue p f m i b).1
+  | 0, m, i, b => Finds.out m
+  | f + 1, m, i, b => by
+    simp only [retryQueue]
+    split
+    · exact Finds.refl m
+    · next _ hd tl heq =>
+      split
+      · have h := Finds.admit (g := g) p m i (select p m i (hd :: tl)) (by rw [heq]; exact select_lt p m i hd tl)
+        rw [heq] at h
+        exact h.trans (retryQueue_finds p f _ i true)
+      · exact Finds.refl m
+
+theorem retryPool_finds (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) : Finds p g m (retryPool p f m i b).1 := by
+  simp only [retryPool]
+  split
+  · exact retryQueue_finds p f m i b
+  · exact Finds.refl m
+
+theorem retryPools_finds (p : Program) (f : Nat) : ∀ (n i : Nat) (m : Machine) (b : Bool), Finds p g m (retryPools p f n i m b).1
+  | 0, _, m, _ => Finds.refl m
+  | n + 1, i, m, b => by
+    simp only [retryPools]
+    exact (retryPool_finds p f m i b).trans (retryPools_finds p f n (i + 1) _ _)
+
+theorem settle_finds (p : Program) (hfit : Fits p) : ∀ (f : Nat) (m : Machine), Finds p g m (settle p f m)
+  | 0, m => Finds.out m
+  | f + 1, m => by
+    simp only [settle]
+    split
+    · exact ((runReady_finds p hfit f m).trans (retryPools_finds p f _ _ _ _)).trans (settle_finds p hfit f _)
+    · exact (runReady_finds p hfit f m).trans (retryPools_finds p f _ _ _ _)
+
 end Serq.Kernel
