@@ -224,4 +224,307 @@ theorem admitOne_kept (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f s
     | exact hA
     | exact hA.trans_kept hK (Machine.serveOne_kept p hpre _ _ _ _ _)
 
+theorem admitWaiting_kept (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (s c : Nat) (q : Option Expr) (gated : Bool) :
+    ∀ (f : Nat) (m : Machine) (b : Batch),
+    (m.Lost → (admitWaiting p s c q gated f m b).1.Lost) ∧
+    (Owned m → Inv p m → BOk p s b → Shape p m → Found g m →
+      (admitWaiting p s c q gated f m b).1.Lost ∨ (Shape p (admitWaiting p s c q gated f m b).1 ∧
+        Found g (admitWaiting p s c q gated f m b).1))
+  | 0, m, _ => ⟨fun _ => Or.inl rfl, fun _ _ _ _ _ => Or.inl (Or.inl rfl)⟩
+  | f + 1, m, b => by
+    simp only [admitWaiting]
+    split
+    · exact ⟨id, fun _ _ _ hs hf => Or.inr ⟨hs, hf⟩⟩
+    · split
+      · exact ⟨id, fun _ _ _ hs hf => Or.inr ⟨hs, hf⟩⟩
+      · next i hi =>
+        obtain ⟨_, w, ws, hq⟩ := firstQueue_some s 0 p.admitVia m.pools i hi
+        rw [Nat.sub_zero] at hq
+        split
+        · have hj : select p m i (getPool m.pools i).queue < countWaiters (getPool m.pools i).queue := by
+            rw [hq]; exact select_lt p m i w ws
+          have hA := admitOne_kept (g := g) p hfit hpre f s c i _ q m b hj
+          have hK := admitOne_keeps (g := g) p f s c i _ q m b hj
+          have ih := admitWaiting_kept p hfit hpre s c q gated f
+            (admitOne p f s c i (select p m i (getPool m.pools i).queue) q m b).1
+            (admitOne p f s c i (select p m i (getPool m.pools i).queue) q m b).2
+          refine ⟨fun h => ih.1 (hA.1 h), fun ho hv hb hs hf => ?_⟩
+          rcases hA.2 ho hv hs hf with e | ⟨hs', hf'⟩
+          · exact Or.inl (ih.1 e)
+          · have hI := admitOne_inv p f s c i (select p m i (getPool m.pools i).queue) q m b hv hb
+            exact ih.2 (hK.serial ho) hI.1 hI.2 hs' hf'
+        · exact ⟨id, fun _ _ _ hs hf => Or.inr ⟨hs, hf⟩⟩
+
+/-- An iteration's plan: the residents served, then the waiting admitted. -/
+theorem plan_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f s : Nat) (m : Machine) (running : List Nat)
+    (chunk : Nat) (only q : Option Expr) (gated : Bool) (b : Batch) (keys : List Expr) (rs : List Resident) :
+    (m.Lost → (admitWaiting p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
+      (serveOrdered p s m running chunk only b keys rs).2).1.Lost) ∧
+    (Good p g m → BOk p s b → (admitWaiting p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
+      (serveOrdered p s m running chunk only b keys rs).2).1.Lost ∨
+      Good p g (admitWaiting p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
+        (serveOrdered p s m running chunk only b keys rs).2).1) := by
+  have hS := serveOrdered_kept (g := g) p hpre s m running chunk only b keys rs
+  have hSK := serveOrdered_keeps (g := g) p s m running chunk only b keys rs
+  have hW := admitWaiting_kept (g := g) p hfit hpre s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
+    (serveOrdered p s m running chunk only b keys rs).2
+  have hWK := admitWaiting_keeps (g := g) p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
+    (serveOrdered p s m running chunk only b keys rs).2
+  refine ⟨fun h => hW.1 (hS.1 h), fun ⟨ho, hv, hs, hf⟩ hb => ?_⟩
+  have hI := serveOrdered_inv p s m running chunk only b keys rs hv hb
+  rcases hS.2 ho hs hf with e | ⟨hs1, hf1⟩
+  · exact Or.inl (hW.1 e)
+  · rcases hW.2 (hSK.serial ho) hI.1 hI.2 hs1 hf1 with e | ⟨hs2, hf2⟩
+    · exact Or.inl e
+    · exact Or.inr ⟨hWK.serial (hSK.serial ho), (admitWaiting_inv p s chunk q gated f _ _ hI.1 hI.2).1, hs2, hf2⟩
+
+/-- An iteration starts: engine `s`'s state set, its residents unchanged, its end's timer set. -/
+theorem Finds.start_timer {p : Program} (m : Machine) (s : Nat) (v : EngineState)
+    (hv : v.residents = (getEngineState m.engines s).residents) (time : Nat) :
+    Finds p g m ({ m with engines := setEngineState m.engines s v }.setTimer time (.iterationEnd s)) := by
+  refine ⟨fun h => h, fun ⟨ho, hi, hs, hf⟩ => Or.inr ⟨?_, ?_, ?_, ?_⟩⟩
+  · exact (Keeps.engine (g := g) m s v (by rw [hv])).serial ho
+  · exact ⟨hi.threads, hi.pools, hi.engines.set s (fun r hr => hi.engines s r (by rw [← hv]; exact hr))⟩
+  · exact ⟨hs.1, hs.2.1, (setEngineState_length _ _ _).trans hs.2.2.1, hs.2.2.2⟩
+  · intro t ht
+    have h1 := hf t ht
+    rw [placed_setTimer, placed_engine_eq m s v (by rw [hv]) t]
+    simp only [wakeOcc]
+    omega
+
+theorem startIteration_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f s e : Nat) (m : Machine)
+    (hse : getService p.stages s = .step e) : Finds p g m (startIteration p f s (getEngine p.engines e) m) := by
+  have hb0 : ∀ (v : PoolView) (budget : Nat),
+      BOk p s ⟨budget, 0, 0, 0, 0, eval v [] m.now 0 (getEngine p.engines e).granule, false⟩ := by
+    intro v budget g' hg
+    rw [hg.granule e hse]
+    exact ⟨rfl, Nat.zero_mod g'⟩
+  have hP := fun (v : PoolView) (budget : Nat) (running : List Nat) (chunk : Nat) =>
+    plan_finds (g := g) p hfit hpre f s m running chunk (getEngine p.engines e).serveOnly (getEngine p.engines e).admitOnly
+      (getEngine p.engines e).admitGated ⟨budget, 0, 0, 0, 0, eval v [] m.now 0 (getEngine p.engines e).granule, false⟩
+      (getEngine p.engines e).order (getEngineState m.engines s).residents
+  simp only [startIteration]
+  split
+  · exact ⟨(hP _ _ _ _).1, fun hg => (hP _ _ _ _).2 hg (hb0 _ _)⟩
+  · split
+    · exact ⟨fun _ => Or.inr rfl, fun _ => Or.inl (Or.inr rfl)⟩
+    · refine Finds.trans ?h1 (Finds.start_timer _ s _ ?hv _)
+      case hv => rfl
+      case h1 => exact ⟨(hP _ _ _ _).1, fun hg => (hP _ _ _ _).2 hg (hb0 _ _)⟩
+
+/-! ### A timer fires -/
+
+/-- What a timer's firing keeps: given every live thread placed once the timer's own place is counted. -/
+def FireKept (p : Program) (m m' : Machine) (w : Wake) : Prop :=
+  (m.Lost → m'.Lost) ∧ (Owned m → Shape p m → (∀ t, (getThread m.threads t).k ≠ [] → 1 ≤ m.placed p.gap t + wakeOcc p.gap t w) →
+    m'.Lost ∨ (Shape p m' ∧ Found p.gap m'))
+
+theorem FireKept.gen {p : Program} {m m' : Machine} {w : Wake} (hl : m.Lost → m'.Lost)
+    (ht : Owned m → ∀ t, (getThread m'.threads t).k ≠ [] → (getThread m.threads t).k ≠ [])
+    (hp : ∀ t, m.placed p.gap t + wakeOcc p.gap t w ≤ m'.placed p.gap t) (hs : Shape p m → Shape p m') :
+    FireKept p m m' w :=
+  ⟨hl, fun ho hs0 hf => Or.inr ⟨hs hs0, fun t h => Nat.le_trans (hf t (ht ho t h)) (hp t)⟩⟩
+
+theorem FireKept.of_kept {p : Program} {m m' : Machine} {w : Wake} (h : Kept p p.gap m m') (hw : ∀ t, wakeOcc p.gap t w = 0) :
+    FireKept p m m' w :=
+  ⟨h.1, fun ho hs hf => h.2 ho hs (fun t ht => by have := hf t ht; rw [hw t] at this; omega)⟩
+
+theorem Machine.advanceHolds_kept {p : Program} : ∀ (rs : List Resident) (m : Machine), Kept p g m (m.advanceHolds rs)
+  | [], m => Kept.refl m
+  | r :: rs, m => by
+    simp only [Machine.advanceHolds]
+    split
+    all_goals first
+      | exact Machine.advanceHolds_kept rs m
+      | (refine Kept.trans ?_ (Keeps.put _ _ (fun ho => advancePart_own _ _ _ _ (ho.1.own _))) (Machine.advanceHolds_kept rs _)
+         exact Kept.frame (fun h => h) (fun ho => live_put _ _ _ rfl (advancePart_nil_iff _ _ _) ho.1)
+           (fun t => Nat.le_refl _) (fun hs => hs.put _))
+
+theorem getEngineState_of_le : ∀ (l : List EngineState) (i : Nat), l.length ≤ i → getEngineState l i = ⟨[], false, 0, 0, []⟩
+  | [], i, _ => by cases i <;> rfl
+  | _ :: _, 0, h => by simp at h
+  | _ :: l, i + 1, h => getEngineState_of_le l i (by simp at h; omega)
+
+theorem setEngineState_of_le : ∀ (l : List EngineState) (i : Nat) (v : EngineState), l.length ≤ i → setEngineState l i v = l
+  | [], i, _, _ => by cases i <;> rfl
+  | _ :: _, 0, _, h => by simp at h
+  | x :: l, i + 1, v, h => by simp only [setEngineState, setEngineState_of_le l i v (by simp at h; omega)]
+
+theorem getStage_lt_of_queue : ∀ (l : List StageState) (i : Nat), (getStage l i).queue ≠ [] → i < l.length
+  | [], i, h => by cases i <;> simp [getStage] at h
+  | _ :: _, 0, _ => by simp
+  | _ :: l, i + 1, h => by
+    have := getStage_lt_of_queue l i h
+    simp; omega
+
+theorem occStages_set_same (t : Nat) : ∀ (l : List StageState) (i : Nat) (v : StageState),
+    v.queue = (getStage l i).queue → occStages t (setStage l i v) = occStages t l
+  | [], _, _, _ => rfl
+  | _ :: _, 0, v, h => by simp only [setStage, getStage, occStages] at h ⊢; rw [h]
+  | _ :: l, i + 1, v, h => by
+    simp only [setStage, getStage, occStages] at h ⊢
+    rw [occStages_set_same t l i v h]
+
+/-- An iteration's end: the residents whose run ended are ready. -/
+theorem finish_kept {p : Program} (m : Machine) (s : Nat) (es : EngineState)
+    (hes : (getEngineState m.engines s).residents = es.residents) (gp : List Progress) (t0 t1 : Nat) (gs : List Progress) :
+    Kept p g m { m with
+      progress := gp,
+      engines := setEngineState m.engines s { es with busy := false, residents := (applyTokens t0 t1 gs es.residents).2.1 },
+      ready := appendNats m.ready (applyTokens t0 t1 gs es.residents).2.2 } := by
+  refine Kept.frame (fun h => h) (fun _ _ h => h) (fun t => ?_)
+    (fun hs => ⟨hs.1, hs.2.1, (setEngineState_length _ _ _).trans hs.2.2.1, hs.2.2.2⟩)
+  have h2 := occ_applyTokens t t0 t1 gs es.residents
+  simp only [Machine.placed, occ_appendNats]
+  by_cases hlt : s < m.engines.length
+  · have h1 := occEngines_set_eq t m.engines s
+      { es with busy := false, residents := (applyTokens t0 t1 gs es.residents).2.1 } hlt
+    rw [hes] at h1
+    try simp only at h1
+    omega
+  · have hnil : es.residents = [] := by rw [← hes, getEngineState_of_le _ _ (by omega)]
+    rw [setEngineState_of_le _ _ _ (by omega), hnil]
+    simp [applyTokens, occ]
+
+theorem fire_kept (p : Program) (m : Machine) (w : Wake) : FireKept p m (fire p m w) w := by
+  cases w with
+  | resume u =>
+    refine FireKept.gen (fun h => h) (fun _ _ h => h) (fun t => ?_) (fun hs => hs)
+    simp only [fire, Machine.placed, occ_appendNat, wakeOcc]; omega
+  | arrival u =>
+    simp only [fire]
+    split
+    · next hc =>
+      refine FireKept.gen (fun h => h) (fun _ _ h => h) (fun t => ?_) (fun hs => hs)
+      have hg : p.gap ≠ 0 := by
+        intro h0
+        rw [h0] at hc
+        simp at hc
+      rw [placed_setTimer]
+      simp only [Machine.placed, occ_appendNat, wakeOcc, bump, hg, if_false]
+      repeat' split
+      all_goals omega
+    · next hc =>
+      have hc' : ¬ (p.gap > 0 ∧ u + 1 < p.sessions) := by
+        intro ⟨h1, h2⟩
+        apply hc
+        simp [h1, h2]
+      refine ⟨fun h => h, fun ho hs hf => Or.inr ⟨hs, fun t ht => ?_⟩⟩
+      have h1 := hf t ht
+      have hw : wakeOcc p.gap t (.arrival u) ≤ bump t u := by
+        simp only [wakeOcc, bump]
+        by_cases hg : p.gap = 0
+        · simp [hg]
+        · simp only [hg, if_false]
+          by_cases hut : u ≤ t
+          · by_cases htu : t = u
+            · simp [htu]
+            · exfalso
+              apply ht
+              apply getThread_k_of_le
+              show m.threads.length ≤ t
+              rw [hs.2.2.2]
+              rcases Nat.lt_or_ge (u + 1) p.sessions with h | h
+              · exact absurd ⟨by omega, h⟩ hc'
+              · omega
+          · simp [hut]
+      show 1 ≤ ({ m with ready := appendNat m.ready u, arrived := m.arrived + 1 } : Machine).placed p.gap t
+      simp only [Machine.placed, occ_appendNat]
+      simp only [Machine.placed] at h1
+      omega
+  | iterationEnd s =>
+    have h : Kept p p.gap m (fire p m (.iterationEnd s)) := by
+      simp only [fire]
+      refine (Machine.advanceHolds_kept _ m).trans (Machine.advanceHolds_keeps _ _) (finish_kept _ s _ ?_ _ _ _ _)
+      simp
+    exact FireKept.of_kept h (fun _ => rfl)
+  | leaseEnd u n =>
+    have h : Kept p p.gap m (fire p m (.leaseEnd u n)) := by
+      simp only [fire]
+      split
+      · exact Kept.refl m
+      · refine Kept.frame (fun h => h) (fun ho => live_put _ u _ rfl Iff.rfl ho.1) (fun t => ?_) (fun hs => ?_)
+        · rw [placed_put]; exact Nat.le_of_eq (placed_pools m _ (endLease_queues ..) t).symm
+        · exact (hs.pools _ (endLease_queues ..)).put _
+    exact FireKept.of_kept h (fun _ => rfl)
+  | fifoDone s u =>
+    simp only [fire]
+    split
+    · next heq =>
+      refine FireKept.gen (fun h => h) (fun _ _ h => h) (fun t => ?_)
+        (fun hs => ⟨hs.1, (setStage_length _ _ _).trans hs.2.1, hs.2.2.1, hs.2.2.2⟩)
+      have h1 := occStages_set_same t m.stages s { getStage m.stages s with busy := (getStage m.stages s).busy - 1 } rfl
+      simp only [Machine.placed, occ_appendNat, wakeOcc]
+      rw [h1]
+      omega
+    · next j js heq =>
+      have hlt : s < m.stages.length := getStage_lt_of_queue _ _ (by rw [heq]; simp)
+      refine FireKept.gen (fun h => h) (fun _ _ h => h) (fun t => ?_)
+        (fun hs => ⟨hs.1, (setStage_length _ _ _).trans hs.2.1, hs.2.2.1, hs.2.2.2⟩)
+      have h1 := occStages_set_eq t m.stages s { getStage m.stages s with queue := js } hlt
+      try simp only at h1
+      rw [heq] at h1
+      simp only [occJobs] at h1
+      simp only [Machine.placed, Machine.setTimer, occ_appendNat, occTimers_insert, wakeOcc]
+      omega
+
+/-- The event loop's timer fires: out of the timers, it makes its thread ready or sets the next one. -/
+theorem fire_finds (p : Program) (m : Machine) (now : Nat) (tm : Timer) (ts : List Timer) (he : m.timers = tm :: ts) :
+    Finds p p.gap m (fire p { m with now := now, timers := ts } tm.wake) := by
+  have h := fire_kept p { m with now := now, timers := ts } tm.wake
+  refine ⟨fun hl => h.1 hl, fun ⟨ho, hv, hs, hf⟩ => ?_⟩
+  have hw : ∀ t, (getThread m.threads t).k ≠ [] →
+      1 ≤ ({ m with now := now, timers := ts } : Machine).placed p.gap t + wakeOcc p.gap t tm.wake := by
+    intro t ht
+    have := hf t ht
+    simp only [Machine.placed, he, occTimers] at this ⊢
+    omega
+  rcases h.2 ho hs hw with e | ⟨hs', hf'⟩
+  · exact Or.inl e
+  · exact Or.inr ⟨(fire_keeps p m now tm ts he).serial ho, fire_inv p _ _ hv, hs', hf'⟩
+
+/-! ### The event loop -/
+
+theorem startPass_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f : Nat) (ss : List Service) (s : Nat)
+    (tried : List Nat) (m : Machine) (a : Bool) :
+    (∀ k, getService ss k = getService p.stages (s + k)) → Finds p g m (startPass p f ss s tried m a).1 := by
+  fun_induction startPass p f ss s tried m a <;> intro hss
+  all_goals first
+    | exact Finds.refl _
+    | (rename_i ih; exact ih (getService_tail hss))
+    | (refine (startIteration_finds p hfit hpre _ _ _ _ ?_).trans (settle_finds p hfit _ _)
+       have h0 := hss 0
+       simp only [getService, Nat.add_zero] at h0
+       exact h0.symm)
+    | (rename_i ih
+       refine ((startIteration_finds p hfit hpre _ _ _ _ ?_).trans (settle_finds p hfit _ _)).trans (ih (getService_tail hss))
+       have h0 := hss 0
+       simp only [getService, Nat.add_zero] at h0
+       exact h0.symm)
+
+theorem startEngines_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f n : Nat) (tried : List Nat) (m : Machine) :
+    Finds p g m (startEngines p f n tried m) := by
+  fun_induction startEngines p f n tried m
+  all_goals first
+    | exact Finds.refl _
+    | exact startPass_finds p hfit hpre _ _ _ _ _ _ (fun k => by rw [Nat.zero_add])
+    | (rename_i ih; exact (startPass_finds p hfit hpre _ _ _ _ _ _ (fun k => by rw [Nat.zero_add])).trans ih)
+
+theorem endOfInstant_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f : Nat) (m : Machine) :
+    Finds p g m (endOfInstant p f m) := by
+  simp only [endOfInstant]
+  split
+  · exact Finds.refl m
+  · exact startEngines_finds p hfit hpre _ _ _ _
+
+theorem loop_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) : ∀ (f : Nat) (m : Machine), Finds p p.gap m (loop p f m)
+  | 0, m => Finds.out m
+  | f + 1, m => by
+    simp only [loop]
+    split
+    · exact Finds.refl m
+    · next tm ts heq =>
+      exact (((fire_finds p m _ tm ts heq).trans (settle_finds p hfit f _)).trans
+        (endOfInstant_finds p hfit hpre f _)).trans (loop_finds p hfit hpre f _)
+
 end Serq.Kernel
