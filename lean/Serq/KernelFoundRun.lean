@@ -527,4 +527,130 @@ theorem loop_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) : ∀ (
       exact (((fire_finds p m _ tm ts heq).trans (settle_finds p hfit f _)).trans
         (endOfInstant_finds p hfit hpre f _)).trans (loop_finds p hfit hpre f _)
 
+/-! ### The run's start -/
+
+theorem arrivals_length (p : Program) : ∀ (n s : Nat), (arrivals p n s).length = n
+  | 0, _ => rfl
+  | n + 1, s => by simp only [arrivals, List.length_cons, arrivals_length p n (s + 1)]
+
+theorem idleStages_length : ∀ ss : List Service, (idleStages ss).length = ss.length
+  | [] => rfl
+  | _ :: ss => by simp only [idleStages, List.length_cons, idleStages_length ss]
+
+theorem emptyPools_length : ∀ cs : List Nat, (emptyPools cs).length = cs.length
+  | [] => rfl
+  | _ :: cs => by simp only [emptyPools, List.length_cons, emptyPools_length cs]
+
+/-- What the proof needs of a program, each decided on its value: every statement names what exists
+(`Fits`: a hold names a pool of the program first, a run on an engine names one of its stages), no growth
+preempts (`NoPreemption`), and a trace has an arrival for every session. -/
+structure FoundProgram (p : Program) : Prop where
+  fits : Fits p
+  noPreemption : NoPreemption p
+  trace : p.arrivalTimes = [] ∨ p.sessions ≤ countNats p.arrivalTimes
+
+/-- `FoundProgram` checked on the program's value. -/
+theorem FoundProgram.of_check (p : Program)
+    (h : (p.allStmts (fitsStmt p) && natsZero p.preemptModes &&
+      (countNats p.arrivalTimes == 0 || decide (p.sessions ≤ countNats p.arrivalTimes))) = true) : FoundProgram p := by
+  simp only [Bool.and_eq_true, Bool.or_eq_true, beq_iff_eq, decide_eq_true_eq] at h
+  refine ⟨h.1.1, NoPreemption.of_check p h.1.2, ?_⟩
+  rcases h.2 with h2 | h2
+  · left
+    cases e : p.arrivalTimes with
+    | nil => rfl
+    | cons x xs => rw [e] at h2; simp [countNats] at h2
+  · exact Or.inr h2
+
+theorem initial_good (p : Program) (hd : DistinctProgram p) (hf : FoundProgram p) : Good p p.gap (initial p) := by
+  have he : (initial p).threads = arrivals p p.sessions 0 := by
+    unfold initial; dsimp only; split <;> rfl
+  refine ⟨(initial_placed p hd.arrivals).1, (initial_ok p).1, ?_, ?_⟩
+  · unfold initial; dsimp only; split <;>
+      exact ⟨emptyPools_length _, idleStages_length _, idleEngines_length _, arrivals_length _ _ _⟩
+  · intro t ht
+    have ht' : t < p.sessions := by
+      rw [he] at ht
+      apply Nat.lt_of_not_le
+      intro hle
+      exact ht (getThread_k_of_le _ _ (by rw [arrivals_length]; exact hle))
+    cases ha : p.arrivalTimes with
+    | nil =>
+      unfold initial
+      simp only [ha]
+      by_cases hg : p.gap = 0
+      · have h1 := occ_serials t p.sessions 0
+        simp only [Machine.placed, hg, occStages_idle, occPools_empty, occEngines_idle]
+        simp only [if_true, Nat.lt_irrefl, false_and, if_false, occTimers, h1, Nat.not_lt_zero, Nat.zero_add, ht']
+        omega
+      · have h1 : 0 < p.gap := Nat.pos_of_ne_zero hg
+        have h2 : 0 < p.sessions := by omega
+        simp only [Machine.placed, hg, occStages_idle, occPools_empty, occEngines_idle, if_false]
+        simp [h1, h2, hg, occTimers, wakeOcc, occ]
+    | cons x xs =>
+      have hg : p.gap = 0 := by
+        rcases hd.arrivals with h | h
+        · exact h
+        · rw [ha] at h; cases h
+      have hc : t < countNats (x :: xs) := by
+        rcases hf.trace with h | h
+        · rw [ha] at h; cases h
+        · rw [ha] at h; omega
+      have h1 := occTimers_trace t (x :: xs) 0
+      unfold initial
+      simp only [ha]
+      simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, occ, hg]
+      rw [h1]
+      split
+      · omega
+      · split
+        · omega
+        · omega
+
+/-! ### The theorems -/
+
+/-- The other half of request conservation, for every run of every program with `DistinctProgram` and
+`FoundProgram`, at any fuel: unless the run was cut short by its fuel or stopped by the program's run-time
+error (`Machine.Lost`), every thread with something left to run is placed (ready, a timer, a fifo stage's
+queue, a pool's queue, an engine's residents). -/
+theorem runProgram_found (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p) :
+    (runProgram p fuel).Lost ∨ Found p.gap (runProgram p fuel) := by
+  have h := ((settle_finds (g := p.gap) p hf.fits fuel (initial p)).trans
+    (endOfInstant_finds p hf.fits hf.noPreemption fuel _)).trans (loop_finds p hf.fits hf.noPreemption fuel _)
+  rcases h.good (initial_good p hd hf) with e | e
+  · exact Or.inl e
+  · exact Or.inr e.2.2.2
+
+/-- Every thread with something left to run is in exactly one place at the end of every run that ran to
+its end (neither out of fuel nor failed), for every program with `DistinctProgram` and `FoundProgram`:
+`runProgram_placed` (at most one) and `runProgram_found` (at least one). -/
+theorem runProgram_placed_once (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p)
+    (hfuel : (runProgram p fuel).outOfFuel = false) (hfail : (runProgram p fuel).failed = false) (t : Nat)
+    (ht : (getThread (runProgram p fuel).threads t).k ≠ []) : (runProgram p fuel).placed p.gap t = 1 := by
+  have h1 := (runProgram_placed p fuel hd).2 t
+  rcases runProgram_found p fuel hd hf with e | e
+  · rcases e with e | e
+    · rw [hfuel] at e; cases e
+    · rw [hfail] at e; cases e
+  · have h2 := e t ht
+    omega
+
+/-- Request conservation's turns (issue 14, result 6), both halves, for every run that ran to its end of
+every program with `DistinctProgram`, `FoundProgram` and `TurnsOutside`: a session's open turn (submitted,
+neither answered nor refused: `inTurn`) is in exactly one place, waiting (a pool's or a fifo stage's queue)
+or running (an engine's residents, a timer, ready), and is not answered. -/
+theorem runProgram_open_turn_placed (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p)
+    (hto : TurnsOutside p) (hfuel : (runProgram p fuel).outOfFuel = false) (hfail : (runProgram p fuel).failed = false)
+    (t : Nat) (hin : (getThread (runProgram p fuel).threads t).inTurn = true) :
+    (runProgram p fuel).placed p.gap t = 1 ∧
+      ∀ a ∈ (getThread (runProgram p fuel).threads t).answers, a.turn ≠ (getThread (runProgram p fuel).threads t).turns := by
+  have hok := getThread_turnOk _ t (runProgram_req p fuel hto hf.noPreemption).1
+  have hk : (getThread (runProgram p fuel).threads t).k ≠ [] := by
+    intro e
+    have := hok.pending hin
+    rw [e] at this
+    simp [answerIn] at this
+  exact ⟨runProgram_placed_once p fuel hd hf hfuel hfail t hk,
+    fun a ha => Nat.ne_of_lt (hok.below (hok.pending hin) a ha)⟩
+
 end Serq.Kernel
