@@ -66,18 +66,19 @@ theorem Finds.trans {p : Program} {a b c : Machine} (h1 : Finds p g a b) (h2 : F
 theorem Finds.out {p : Program} (m : Machine) : Finds p g m { m with outOfFuel := true } :=
   ⟨fun _ => Or.inl rfl, fun _ => Or.inl (Or.inl rfl)⟩
 
-/-- A statement names what exists: a hold names a pool, its first one of the program's (its queue is the
-one it joins); a `run` on an engine one of the program's stages (the engine it is a resident of). -/
-def fitsStmt (p : Program) : Stmt → Bool
+/-- A statement names what exists, of `pools` pools and `stages` stages: a hold names a pool, its first one
+of them (its queue is the one it joins); a `run` on an engine one of the stages (the engine it is a resident
+of). -/
+def fitsStmt (pools stages : Nat) : Stmt → Bool
   | .hold on _ _ _ =>
     match on with
     | [] => false
-    | h :: _ => decide (h.pool < countNats p.caps)
-  | .step s _ _ _ => decide (s < countServices p.stages)
+    | h :: _ => decide (h.pool < pools)
+  | .step s _ _ _ => decide (s < stages)
   | _ => true
 
 /-- Every statement of the program names what exists (decided on the program's value). -/
-def Fits (p : Program) : Prop := p.allStmts (fitsStmt p) = true
+def Fits (p : Program) : Prop := p.allStmts (fitsStmt (countNats p.caps) (countServices p.stages)) = true
 
 theorem countNats_length : ∀ l : List Nat, countNats l = l.length
   | [] => rfl
@@ -87,7 +88,8 @@ theorem countServices_length : ∀ l : List Service, countServices l = l.length
   | [] => rfl
   | _ :: l => by simp [countServices, countServices_length l]
 
-theorem Fits.stmt {p : Program} (h : Fits p) {st : Stmt} (hst : ProgStmt p st) : fitsStmt p st = true :=
+theorem Fits.stmt {p : Program} (h : Fits p) {st : Stmt} (hst : ProgStmt p st) :
+    fitsStmt (countNats p.caps) (countServices p.stages) st = true :=
   Stmt.allSub_self _ _ (Program.allStmts_sound _ p h st hst)
 
 /-! ### Lists -/

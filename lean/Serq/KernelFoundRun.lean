@@ -549,18 +549,18 @@ structure FoundProgram (p : Program) : Prop where
   noPreemption : NoPreemption p
   trace : p.arrivalTimes = [] ∨ p.sessions ≤ countNats p.arrivalTimes
 
-/-- `FoundProgram` checked on the program's value. -/
-theorem FoundProgram.of_check (p : Program)
-    (h : (p.allStmts (fitsStmt p) && natsZero p.preemptModes &&
-      (countNats p.arrivalTimes == 0 || decide (p.sessions ≤ countNats p.arrivalTimes))) = true) : FoundProgram p := by
-  simp only [Bool.and_eq_true, Bool.or_eq_true, beq_iff_eq, decide_eq_true_eq] at h
-  refine ⟨h.1.1, NoPreemption.of_check p h.1.2, ?_⟩
-  rcases h.2 with h2 | h2
+/-- `FoundProgram` checked on the program's value: its statements (`Program.allStmts` of `fitsStmt`), its
+preemption modes (all `preempt none`), its trace (none, or an arrival per session). -/
+theorem FoundProgram.of_check (p : Program) (h1 : p.allStmts (fitsStmt (countNats p.caps) (countServices p.stages)) = true)
+    (h2 : natsZero p.preemptModes = true) (h3 : countNats p.arrivalTimes = 0 ∨ p.sessions ≤ countNats p.arrivalTimes) :
+    FoundProgram p := by
+  refine ⟨h1, NoPreemption.of_check p h2, ?_⟩
+  rcases h3 with h3 | h3
   · left
     cases e : p.arrivalTimes with
     | nil => rfl
-    | cons x xs => rw [e] at h2; simp [countNats] at h2
-  · exact Or.inr h2
+    | cons x xs => rw [e] at h3; simp [countNats] at h3
+  · exact Or.inr h3
 
 theorem initial_good (p : Program) (hd : DistinctProgram p) (hf : FoundProgram p) : Good p p.gap (initial p) := by
   have he : (initial p).threads = arrivals p p.sessions 0 := by
