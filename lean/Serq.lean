@@ -45,6 +45,8 @@ public import Serq.KernelOracleDistinct
 public import Serq.KernelRequests
 public import Serq.KernelKv
 public import Serq.KernelKvRun
+public import Serq.KernelFound
+public import Serq.KernelFoundRun
 
 /-! # serQ in Lean
 

@@ -26,6 +26,7 @@ public import Serq.SptOptimal
 public import Serq.KernelConserve
 public import Serq.KernelRequests
 public import Serq.KernelKvRun
+public import Serq.KernelFoundRun
 
 /-! # The proofs of the paper programs' claims
 
@@ -479,5 +480,39 @@ theorem svf_kv_conserved (n fuel : Nat) :
   have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
     (Serq.Kernel.NoPreemption.of_check _ h3) (Serq.Kernel.LruPools.of_check _ h2)
+
+/-- Request conservation's other half for every fuel and any number of sessions of `svf.sq`'s program, an
+instance of `Serq.Kernel.runProgram_placed_once` and `runProgram_open_turn_placed`
+(lean/Serq/KernelFoundRun.lean): at the end of every run that ran to its end (neither out of fuel nor
+failed), every session's thread with something left to run is in exactly one place (ready, a timer, the
+`reqs` queue, the engine's residents), and so is every open turn (submitted, neither answered nor refused),
+which is not answered. The hypotheses (`DistinctProgram`; `FoundProgram`: every statement names an existing
+pool and stage, no preemption, no trace; `TurnsOutside`) are decided on the program's value. -/
+theorem svf_requests_placed_once (n fuel : Nat)
+    (hfuel : (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).outOfFuel = false)
+    (hfail : (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).failed = false) :
+    (∀ t, (Serq.Kernel.getThread (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads t).k ≠ [] →
+      (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).placed
+        Papers.Claims.Svf.program.gap t = 1) ∧
+    ∀ t, (Serq.Kernel.getThread (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads t).inTurn = true →
+      (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).placed
+        Papers.Claims.Svf.program.gap t = 1 := by
+  have hc : (Papers.Claims.Svf.program.gap == 0 ||
+      Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) = true := by
+    decide +kernel
+  have hfit : Papers.Claims.Svf.program.allStmts (Serq.Kernel.fitsStmt (Serq.Kernel.countNats Papers.Claims.Svf.program.caps)
+      (Serq.Kernel.countServices Papers.Claims.Svf.program.stages)) = true := by
+    decide +kernel
+  have hn : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
+  have ha : Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes = 0 := by decide +kernel
+  have ht : (Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.turnBlock &&
+      Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.server &&
+      Papers.Claims.Svf.program.allStmts Serq.Kernel.holdBodyTurnFree) = true := by
+    decide +kernel
+  have hd := Serq.Kernel.DistinctProgram.of_check { Papers.Claims.Svf.program with sessions := n } hc
+  have hf := Serq.Kernel.FoundProgram.of_check { Papers.Claims.Svf.program with sessions := n } hfit hn (Or.inl ha)
+  exact ⟨fun t hk => Serq.Kernel.runProgram_placed_once _ fuel hd hf hfuel hfail t hk,
+    fun t hin => (Serq.Kernel.runProgram_open_turn_placed _ fuel hd hf (Serq.Kernel.TurnsOutside.of_check _ ht)
+      hfuel hfail t hin).1⟩
 
 end Papers

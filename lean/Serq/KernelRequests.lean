@@ -39,8 +39,10 @@ one pending answer, and every block's holds have turn-free bodies; every waiting
 which the turn invariant does not follow yet. (`Placed`, the places' half, holds under preemption:
 `DistinctProgram` no longer excludes it.)
 
-What is proved is "never two of them"; "every submitted turn is in one of them" (a liveness of the
-places: an open turn's thread is somewhere, not stuck) is not.
+What is proved here is "never two of them"; "every submitted turn is in one of them" (an open turn's
+thread is somewhere, not lost) is `Serq.KernelFoundRun`'s (`runProgram_found`, `runProgram_placed_once`,
+`runProgram_open_turn_placed`), for every run that ran to its end, under `FoundProgram` (`NoPreemption`
+among it).
 -/
 @[expose] public section
 
