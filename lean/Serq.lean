@@ -34,6 +34,7 @@ public import Serq.BacklogManyStep
 public import Serq.BacklogMany
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
+public import Serq.DriftMachineClock
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
