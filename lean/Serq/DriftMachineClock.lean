@@ -10,7 +10,9 @@ the sessions' arrivals (`DriftMachine.arrivalsAt ss t`: the sessions arriving at
 work read at its clock (`Serq.drift_machine_time`): at every machine of every run, `work = b(clock)`;
 and each step either advances the clock by one (an iteration ran: the chain's step at that time), or
 the engine was empty with no arrival at its time and the clock jumps over a stretch with no arrival,
-where the chain's backlog stays 0. `Serq.DriftMachine.backlogAt_chain`: the time-indexed step is
+where the chain's backlog stays 0. So every time up to a run's clock is a machine's clock on the run,
+its work the chain's backlog then, or a time with no arrival and backlog 0
+(`Serq.drift_machine_time_every`). `Serq.DriftMachine.backlogAt_chain`: the time-indexed step is
 `Serq.Drift.backlog`'s transition with the arrivals of that time.
 -/
 
@@ -183,6 +185,25 @@ theorem init_onTime (ss : List Session) : OnTime ss (init ss) := by
     rw [List.filter_cons, if_pos (by simp)]
     exact congrArg (a :: ·) ih
 
+theorem run_one (eng : Engine) (ss : List Session) (n : Nat) (m : Machine) :
+    run eng ss (n + 1) m = if m.settled eng then m else run eng ss n (step eng ss m) := rfl
+
+theorem run_settled (eng : Engine) (ss : List Session) (m : Machine) (h : m.settled eng = true) :
+    ∀ n, run eng ss n m = m
+  | 0 => rfl
+  | n + 1 => by rw [run_one, if_pos h]
+
+/-- A run one step longer: the same machine if it had settled, else one more step. -/
+theorem run_succ (eng : Engine) (ss : List Session) : ∀ (fuel : Nat) (m : Machine),
+    run eng ss (fuel + 1) m =
+      if (run eng ss fuel m).settled eng then run eng ss fuel m else step eng ss (run eng ss fuel m)
+  | 0, _ => rfl
+  | fuel + 1, m => by
+    by_cases h : m.settled eng = true
+    · simp [run_settled eng ss m h, h]
+    · rw [run_one eng ss (fuel + 1) m, if_neg h, run_succ eng ss fuel (step eng ss m),
+        run_one eng ss fuel m, if_neg h]
+
 end DriftMachine
 
 open DriftMachine in
@@ -225,5 +246,50 @@ theorem drift_machine_time (eng : Engine) (ss : List Session) (W bW : Nat)
     (fun u u1 u2 => hz u u1 (by omega))
   rw [Nat.add_sub_of_le h1] at hb
   exact hb
+
+open DriftMachine in
+/-- **Every time up to the clock** (issue 14, result 7): under `drift_machine_step`'s hypotheses, for
+every run and every time `t` up to its clock, either a machine of the run (after `f ≤ fuel` steps) has
+clock `t` and its work is the chain's backlog `backlogAt W budget (arrivalsAt ss) t`, or `t` lies in an
+empty stretch the clock jumped over: no session arrives at `t` and the chain's backlog at `t` is 0. -/
+theorem drift_machine_time_every (eng : Engine) (ss : List Session) (W bW : Nat)
+    (hch : eng.chunk = 0) (hcache : eng.caching = false) (hB : 0 < eng.budget) (hW : 0 < W)
+    (hbW : blocksFor eng.blockSize W ≤ bW) (hfit : blocksFor eng.blockSize W ≤ eng.kvBlocks)
+    (hS : OneTurnW W ss) (hcap : sessionCount ss ≤ eng.reqsCap)
+    (hkv : sessionCount ss * bW ≤ eng.kvBlocks) :
+    ∀ (fuel t : Nat), t ≤ (run eng ss fuel (init ss)).now →
+      (∃ f, f ≤ fuel ∧ (run eng ss f (init ss)).now = t ∧
+          work W (run eng ss f (init ss)) = backlogAt W eng.budget (arrivalsAt ss) t) ∨
+        (arrivalsAt ss t = 0 ∧ backlogAt W eng.budget (arrivalsAt ss) t = 0)
+  | 0, t, ht => by
+    have h0 : (run eng ss 0 (init ss)).now = 0 := rfl
+    have ht0 : t = 0 := by omega
+    subst ht0
+    exact Or.inl ⟨0, Nat.le_refl _, h0, by
+      rw [← h0]; exact (drift_machine_time eng ss W bW hch hcache hB hW hbW hfit hS hcap hkv 0).1⟩
+  | fuel + 1, t, ht => by
+    have hD := drift_machine_time eng ss W bW hch hcache hB hW hbW hfit hS hcap hkv fuel
+    have hW1 := (drift_machine_time eng ss W bW hch hcache hB hW hbW hfit hS hcap hkv (fuel + 1)).1
+    have ih := drift_machine_time_every eng ss W bW hch hcache hB hW hbW hfit hS hcap hkv fuel t
+    rw [run_succ eng ss fuel (init ss)] at ht
+    by_cases hset : (run eng ss fuel (init ss)).settled eng = true
+    · rw [if_pos hset] at ht
+      rcases ih ht with ⟨f, hf, h1, h2⟩ | h
+      · exact Or.inl ⟨f, by omega, h1, h2⟩
+      · exact Or.inr h
+    · rw [if_neg hset] at ht
+      have hrun : run eng ss (fuel + 1) (init ss) = step eng ss (run eng ss fuel (init ss)) := by
+        rw [run_succ eng ss fuel (init ss), if_neg hset]
+      by_cases hle : t ≤ (run eng ss fuel (init ss)).now
+      · rcases ih hle with ⟨f, hf, h1, h2⟩ | h
+        · exact Or.inl ⟨f, by omega, h1, h2⟩
+        · exact Or.inr h
+      · rcases hD.2 with hn | ⟨_, _, _, hz⟩
+        · have hnow : (run eng ss (fuel + 1) (init ss)).now = t := by rw [hrun]; omega
+          exact Or.inl ⟨fuel + 1, Nat.le_refl _, hnow, by rw [← hnow]; exact hW1⟩
+        · by_cases hlt : t < (step eng ss (run eng ss fuel (init ss))).now
+          · exact Or.inr (hz t (by omega) hlt)
+          · have hnow : (run eng ss (fuel + 1) (init ss)).now = t := by rw [hrun]; omega
+            exact Or.inl ⟨fuel + 1, Nat.le_refl _, hnow, by rw [← hnow]; exact hW1⟩
 
 end Serq
