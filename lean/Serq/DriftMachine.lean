@@ -26,9 +26,10 @@ the budget lasts), `plan_pre` (the iteration: `min(budget, work)` tokens, nothin
 The clock: a step advances it by one, or the engine was empty with nothing due and it jumps to the
 next arrival (`Serq.drift_machine_clock`); no pending turn is ever before it
 (`Serq.drift_machine_on_time`), so a jump skips no arrival; the turns due at a step are the sessions
-arriving at its time (`Serq.drift_machine_due`, `DriftMachineTime.lean`). Open: the composed
-time-indexed statement as one theorem; and the caps bound one finite path: an unbounded stochastic
-path eventually exceeds any fixed cap.
+arriving at its time (`Serq.drift_machine_due`, `DriftMachineTime.lean`); composed, at every machine of
+every run the work is the time-indexed chain's backlog at its clock (`Serq.drift_machine_time`,
+`DriftMachineClock.lean`). Open: the caps bound one finite path: an unbounded stochastic path
+eventually exceeds any fixed cap.
 -/
 
 @[expose] public section
