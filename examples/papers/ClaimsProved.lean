@@ -432,16 +432,14 @@ theorem svf_causality_every_run (n fuel : Nat) :
         a.start ≤ tk.first ∧ tk.first ≤ a.answered :=
   Serq.Kernel.runProgram_causality _ fuel
 
-/-- KV conservation's program hypotheses (`Serq.Kernel.HoldsOnce`, `LruPools`) hold of `svf.sq`'s program
-(for any number of sessions), decided on its value: its hold names its one pool once, and the pool
-evicts `lru`. -/
+/-- KV conservation's program hypothesis (`Serq.Kernel.HoldsOnce`) holds of `svf.sq`'s program (for any
+number of sessions), decided on its value: its hold names its one pool once. (Its eviction needs no
+hypothesis: `evict lru` and `evict by (keys)` both keep a pool within its cap, `evictIn_within`.) -/
 theorem svf_kv_hypotheses (n : Nat) :
-    Serq.Kernel.HoldsOnce { Papers.Claims.Svf.program with sessions := n } ∧
-      Serq.Kernel.LruPools { Papers.Claims.Svf.program with sessions := n } :=
+    Serq.Kernel.HoldsOnce { Papers.Claims.Svf.program with sessions := n } :=
   by
   have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
-  have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
-  exact ⟨Serq.Kernel.HoldsOnce.of_check _ h1, Serq.Kernel.LruPools.of_check _ h2⟩
+  exact Serq.Kernel.HoldsOnce.of_check _ h1
 
 /-- Request conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
 `Serq.Kernel.runProgram_requests` (lean/Serq/KernelRequests.lean): every session's thread is in at most
@@ -469,17 +467,16 @@ theorem svf_requests_every_run (n fuel : Nat) :
 /-- KV conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
 `Serq.Kernel.runProgram_kv_conserved` (lean/Serq/KernelKvRun.lean): at the end of every run (and at every
 point of it) every pool's allocations and cache are within its cap. The hypotheses (its hold statements name
-each pool once, no preemption, `evict lru`) are decided on the program's value. -/
+each pool once, no preemption) are decided on the program's value. -/
 theorem svf_kv_conserved (n fuel : Nat) :
     ∀ j, (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).used +
       Serq.Kernel.cachedUnits
         (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).entries ≤
       Serq.Kernel.getAt Papers.Claims.Svf.program.caps j := by
   have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
-  have h2 : Serq.Kernel.noEvictKeys Papers.Claims.Svf.program.evictKeys = true := by decide +kernel
   have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
-    (Serq.Kernel.NoPreemption.of_check _ h3) (Serq.Kernel.LruPools.of_check _ h2)
+    (Serq.Kernel.NoPreemption.of_check _ h3)
 
 /-- Request conservation's other half for every fuel and any number of sessions of `svf.sq`'s program, an
 instance of `Serq.Kernel.runProgram_placed_once` and `runProgram_open_turn_placed`

@@ -32,7 +32,8 @@ bounds the first token by.
 
 KV conservation (`used + cachedUnits entries ≤ cap` per pool) is proved here for its local steps only
 (an admission, a growth, a release, the eviction: `admitOn_within`, `Machine.admitWaiter_within`,
-`Machine.grown_within`, `giveBack_one_within`, `makeRoom_within`); for every run with its ledger in
+`Machine.grown_within`, `giveBack_one_within`, `evictIn_within`: `evict lru` and `evict by (keys)`);
+for every run with its ledger in
 `Serq.KernelKv` and `Serq.KernelKvRun` (`runProgram_kv_conserved`).
 -/
 @[expose] public section
@@ -539,8 +540,9 @@ Over the kernel interpreter, a pool `i`'s state keeps the units its holders hold
 entries (`entries`); result 6's KV conservation is `used + cachedUnits entries ≤ cap` at every machine.
 Proved here are its local steps: an admission or a growth whose allocation fits the cap
 (`used ≤ cap` after it, what `fits` and `growPreempting` check) leaves the pool within the cap once its
-cache has given way under `evict lru` (`makeRoom_within`, `evictIn_within`, `Machine.grown_within`), and
-the eviction never adds to the cache (`makeRoom_cached_le`). The global part, the ledger that every
+cache has given way, under `evict lru` (`makeRoom_within`) or `evict by (keys)` (`evictRanked_within`:
+the ranked places cover every entry, `rankEntries_covers`): `evictIn_within`, `Machine.grown_within`;
+and `evict lru` never adds to the cache (`makeRoom_cached_le`). The global part, the ledger that every
 release needs and the run, is `Serq.KernelKv` and `Serq.KernelKvRun` (`runProgram_kv_conserved`).
 -/
 
@@ -590,14 +592,170 @@ theorem makeRoom_cached_le (cap b used : Nat) : ∀ (es : List Entry),
       | exact Nat.le_refl _
       | (simp only [cachedUnits]; omega)
 
-/-- A pool that evicts `lru` (no `evict by` keys) is within its cap after its cache gives way, when its
-allocations are. -/
+/-! #### `evict by (keys)`: the ranked places cover every entry
+
+`rankEntries` ranks every place of the entries (`rankEntries_covers`: `insertRanked` keeps what it is
+given and adds its own, `mem_insertRanked_self`, `mem_insertRanked_of_mem`); evicting at a place takes
+at least the excess (the whole blocks covering it, or the whole entry) or empties that place
+(`evictAt_takes`), never adds to the cache (`cachedUnits_evictAt_le`) nor to another place
+(`unitsAt_evictAt_le`); so walking places that cover every entry leaves the total within the cap or
+every entry empty (`evictRanked_within`), and `dropEmpty` keeps the cache's units. -/
+
+/-- The units of the entry at place `j` (0 past the end). -/
+def unitsAt : Nat → List Entry → Nat
+  | _, [] => 0
+  | 0, e :: _ => e.units
+  | j + 1, _ :: es => unitsAt j es
+
+theorem length_evictAt (b over : Nat) : ∀ (j : Nat) (es : List Entry), (evictAt b over j es).length = es.length
+  | 0, [] => rfl
+  | _ + 1, [] => rfl
+  | 0, _ :: _ => rfl
+  | j + 1, _ :: es => by simp only [evictAt, List.length_cons, length_evictAt b over j es]
+
+theorem unitsAt_evictAt_le (b over : Nat) : ∀ (j k : Nat) (es : List Entry), unitsAt k (evictAt b over j es) ≤ unitsAt k es
+  | 0, _, [] => by simp only [evictAt]; exact Nat.le_refl _
+  | _ + 1, _, [] => by simp only [evictAt]; exact Nat.le_refl _
+  | 0, 0, _ :: _ => by simp only [evictAt, unitsAt]; omega
+  | 0, _ + 1, _ :: _ => Nat.le_refl _
+  | _ + 1, 0, _ :: _ => Nat.le_refl _
+  | j + 1, k + 1, _ :: es => unitsAt_evictAt_le b over j k es
+
+/-- Evicting at a place never adds to the cache. -/
+theorem cachedUnits_evictAt_le (b over : Nat) : ∀ (j : Nat) (es : List Entry), cachedUnits (evictAt b over j es) ≤ cachedUnits es
+  | 0, [] => by simp only [evictAt]; exact Nat.le_refl _
+  | _ + 1, [] => by simp only [evictAt]; exact Nat.le_refl _
+  | 0, _ :: _ => by simp only [evictAt, cachedUnits]; omega
+  | j + 1, e :: es => by
+    have := cachedUnits_evictAt_le b over j es
+    simp only [evictAt, cachedUnits]; omega
+
+/-- Evicting at a place of the list either takes at least the excess `over` or empties that place. -/
+theorem evictAt_takes (b over : Nat) : ∀ (j : Nat) (es : List Entry), j < es.length →
+    cachedUnits (evictAt b over j es) + over ≤ cachedUnits es ∨ unitsAt j (evictAt b over j es) = 0
+  | _, [], h => absurd h (Nat.not_lt_zero _)
+  | 0, e :: es, _ => by
+    simp only [evictAt, cachedUnits, unitsAt]
+    by_cases hb : b = 0
+    · simp only [hb, ↓reduceIte]; omega
+    · simp only [hb, ↓reduceIte]
+      by_cases hz : e.units - Nat.min e.units (roundUp b over) = 0
+      · exact Or.inr hz
+      · have := sub_min_add_le e.units (roundUp b over) over (le_roundUp b over) hz
+        omega
+  | j + 1, e :: es, h => by
+    have h' : j < es.length := by simp only [List.length_cons] at h; omega
+    rcases evictAt_takes b over j es h' with h1 | h1
+    · left; simp only [evictAt, cachedUnits]; omega
+    · right; simpa only [evictAt, unitsAt] using h1
+
+theorem cachedUnits_eq_zero : ∀ (es : List Entry), (∀ j, j < es.length → unitsAt j es = 0) → cachedUnits es = 0
+  | [], _ => rfl
+  | e :: es, h => by
+    have h0 := h 0 (by simp)
+    have ht := cachedUnits_eq_zero es (fun j hj => h (j + 1) (by simp only [List.length_cons]; omega))
+    simp only [unitsAt] at h0
+    simp only [cachedUnits]; omega
+
+theorem evictRanked_fits (cap b used : Nat) (rs : List Ranked) (es : List Entry) (h : used + cachedUnits es ≤ cap) :
+    evictRanked cap b used rs es = es := by
+  cases rs with
+  | nil => rfl
+  | cons r rs => simp only [evictRanked, h, ↓reduceIte]
+
+/-- Walking ranked places that cover every place of the entries not yet empty, `evict by` leaves the
+allocations and the cache within the cap when the allocations alone are. -/
+theorem evictRanked_within (cap b used : Nat) (hu : used ≤ cap) : ∀ (rs : List Ranked) (es : List Entry),
+    (∀ j, j < es.length → (∃ r, r ∈ rs ∧ r.place = j) ∨ unitsAt j es = 0) →
+    used + cachedUnits (evictRanked cap b used rs es) ≤ cap
+  | [], es, hc => by
+    have : cachedUnits es = 0 := cachedUnits_eq_zero es (fun j hj => by
+      rcases hc j hj with ⟨r, hr, _⟩ | h0
+      · cases hr
+      · exact h0)
+    simp only [evictRanked]; omega
+  | r :: rs, es, hc => by
+    simp only [evictRanked]
+    split
+    · assumption
+    · rename_i hover
+      by_cases hfit : used + cachedUnits (evictAt b (used + cachedUnits es - cap) r.place es) ≤ cap
+      · rw [evictRanked_fits cap b used rs _ hfit]; exact hfit
+      · apply evictRanked_within cap b used hu rs
+        intro j hj
+        rw [length_evictAt] at hj
+        by_cases hjr : j = r.place
+        · right
+          subst hjr
+          rcases evictAt_takes b (used + cachedUnits es - cap) r.place es hj with h1 | h1
+          · omega
+          · exact h1
+        · rcases hc j hj with ⟨r', hr', hp⟩ | h0
+          · rcases List.mem_cons.mp hr' with e | e
+            · subst e; exact absurd hp.symm hjr
+            · exact Or.inl ⟨r', e, hp⟩
+          · right
+            have := unitsAt_evictAt_le b (used + cachedUnits es - cap) r.place j es
+            omega
+
+theorem mem_insertRanked_self (r : Ranked) : ∀ (acc : List Ranked), r ∈ insertRanked r acc
+  | [] => List.mem_singleton_self r
+  | x :: xs => by
+    simp only [insertRanked]
+    split
+    · exact List.mem_cons_self
+    · exact List.mem_cons_of_mem _ (mem_insertRanked_self r xs)
+
+theorem mem_insertRanked_of_mem (r : Ranked) {y : Ranked} : ∀ (acc : List Ranked), y ∈ acc → y ∈ insertRanked r acc
+  | [], h => absurd h List.not_mem_nil
+  | x :: xs, h => by
+    simp only [insertRanked]
+    split
+    · exact List.mem_cons_of_mem _ h
+    · rcases List.mem_cons.mp h with e | e
+      · subst e; exact List.mem_cons_self
+      · exact List.mem_cons_of_mem _ (mem_insertRanked_of_mem r xs e)
+
+/-- `rankEntries` ranks every place of the entries (from `j`) beside those it was given. -/
+theorem rankEntries_covers (threads : List Thread) (pools : List PoolState) (now i : Nat) (keys : List Expr) :
+    ∀ (es : List Entry) (j : Nat) (acc : List Ranked) (k : Nat),
+      ((j ≤ k ∧ k < j + es.length) ∨ ∃ r, r ∈ acc ∧ r.place = k) →
+      ∃ r, r ∈ rankEntries threads pools now i keys j es acc ∧ r.place = k
+  | [], j, acc, k, h => by
+    simp only [rankEntries]
+    rcases h with ⟨h1, h2⟩ | h
+    · simp only [List.length_nil] at h2; omega
+    · exact h
+  | e :: es, j, acc, k, h => by
+    simp only [rankEntries]
+    apply rankEntries_covers threads pools now i keys es (j + 1) _ k
+    by_cases hk : k = j
+    · subst hk; exact Or.inr ⟨_, mem_insertRanked_self _ acc, rfl⟩
+    · rcases h with ⟨h1, h2⟩ | ⟨r, hr, hp⟩
+      · left; simp only [List.length_cons] at h2; omega
+      · exact Or.inr ⟨r, mem_insertRanked_of_mem _ acc hr, hp⟩
+
+theorem cachedUnits_dropEmpty : ∀ (es : List Entry), cachedUnits (dropEmpty es) = cachedUnits es
+  | [] => rfl
+  | e :: es => by
+    simp only [dropEmpty]
+    split
+    · simp only [cachedUnits, cachedUnits_dropEmpty es]; omega
+    · simp only [cachedUnits, cachedUnits_dropEmpty es]
+
+/-- Every pool, `evict lru` (`makeRoom_within`) or `evict by (keys)` (`evictRanked_within`), is within
+its cap after its cache gives way, when its allocations are. -/
 theorem evictIn_within (p : Program) (threads : List Thread) (pools : List PoolState) (now i used : Nat)
-    (es : List Entry) (hlru : getKeys p.evictKeys i = []) (h : used ≤ getAt p.caps i) :
+    (es : List Entry) (h : used ≤ getAt p.caps i) :
     used + cachedUnits (evictIn p threads pools now i used es) ≤ getAt p.caps i := by
   unfold evictIn
-  rw [hlru]
-  exact makeRoom_within _ _ _ es h
+  split
+  · exact makeRoom_within _ _ _ es h
+  · split
+    · assumption
+    · rw [cachedUnits_dropEmpty]
+      exact evictRanked_within _ _ _ h _ es (fun j hj =>
+        Or.inl (rankEntries_covers threads pools now i _ es 0 [] j (Or.inl ⟨Nat.zero_le _, by omega⟩)))
 
 theorem getPool_setPool_self : ∀ (ps : List PoolState) (i : Nat) (v : PoolState),
     getPool (setPool ps i v) i = v ∨ getPool (setPool ps i v) i = ⟨0, 0, [], []⟩
@@ -606,9 +764,9 @@ theorem getPool_setPool_self : ∀ (ps : List PoolState) (i : Nat) (v : PoolStat
   | _ :: xs, i + 1, v => getPool_setPool_self xs i v
 
 /-- A growth that fits (the check `Machine.serveOne` and `growPreempting` make before `Machine.grown`)
-leaves its pool within the cap, on a pool that evicts `lru`. -/
+leaves its pool within the cap. -/
 theorem Machine.grown_within (p : Program) (m : Machine) (t i want : Nat) (h : Held)
-    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) (hlru : getKeys p.evictKeys i = []) :
+    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) :
     (getPool (m.grown p t i want h).pools i).used + cachedUnits (getPool (m.grown p t i want h).pools i).entries ≤
       getAt p.caps i := by
   simp only [Machine.grown, Machine.put]
@@ -617,7 +775,7 @@ theorem Machine.grown_within (p : Program) (m : Machine) (t i want : Nat) (h : H
       entries := evictIn p m.threads m.pools m.now i ((getPool m.pools i).used + (want - h.units))
         (getPool m.pools i).entries } with e | e
   · rw [e]
-    exact evictIn_within p _ _ _ i _ _ hlru hfit
+    exact evictIn_within p _ _ _ i _ _ hfit
   · rw [e]
     simp [cachedUnits]
 
@@ -723,9 +881,9 @@ theorem fits_units (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : 
     · exact fits_units blocks v attrs now xs hf.2 h hh
 
 /-- An admission (`admitOn`, pool by pool) keeps every pool within its cap when each of the hold's pools
-has room for its units in the pools as they stand (what `fits` checks: `fits_units`), the hold names
-each pool once, and its pools evict `lru`: each pool's allocation grows to at most its cap and its cache
-gives way (`evictIn_within`). -/
+has room for its units in the pools as they stand (what `fits` checks: `fits_units`) and the hold names
+each pool once: each pool's allocation grows to at most its cap and its cache gives way
+(`evictIn_within`). -/
 theorem admitOn_within (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat)
     (attrs : List Nat) (now : Nat) :
     ∀ (hs : List HoldOn) (first : Bool) (attr : Nat) (ps : List PoolState),
@@ -733,15 +891,14 @@ theorem admitOn_within (p : Program) (threads : List Thread) (v : PoolView) (cac
       (∀ h ∈ hs, (getPool ps h.pool).used + roundUp (getAt p.blocks h.pool) (eval v attrs now 0 h.units) ≤
         getAt p.caps h.pool) →
       (hs.map HoldOn.pool).Nodup →
-      (∀ h ∈ hs, getKeys p.evictKeys h.pool = []) →
       withinCaps p.caps (admitOn p threads v caching rho attrs now first attr ps hs).1
-  | [], _, _, ps, hw, _, _, _ => hw
-  | h :: hs, first, attr, ps, hw, hfit, hnd, hlru => by
+  | [], _, _, ps, hw, _, _ => hw
+  | h :: hs, first, attr, ps, hw, hfit, hnd => by
     simp only [admitOn]
     simp only [List.map_cons, List.nodup_cons] at hnd
     apply admitOn_within p threads v caching rho attrs now hs
     · exact withinCaps_setPool _ _ _ _ hw
-        (evictIn_within p _ _ _ _ _ _ (hlru h List.mem_cons_self) (hfit h List.mem_cons_self))
+        (evictIn_within p _ _ _ _ _ _ (hfit h List.mem_cons_self))
     · intro h2 hh2
       have hne : h.pool ≠ h2.pool := by
         intro e
@@ -749,7 +906,6 @@ theorem admitOn_within (p : Program) (threads : List Thread) (v : PoolView) (cac
       rw [getPool_setPool_ne _ _ _ _ hne]
       exact hfit h2 (List.mem_cons_of_mem _ hh2)
     · exact hnd.2
-    · exact fun h2 hh2 => hlru h2 (List.mem_cons_of_mem _ hh2)
 
 theorem getPool_setPool_self_or : ∀ (ps : List PoolState) (i : Nat) (v : PoolState),
     getPool (setPool ps i v) i = v ∨ getPool (setPool ps i v) i = getPool ps i
@@ -769,28 +925,27 @@ theorem getPool_setPool_used (ps : List PoolState) (i : Nat) (v : PoolState) (hv
 
 /-- A hold admitted from pool `i`'s queue (`Machine.admitWaiter`, as `retryQueue` and `admitOne` admit it:
 once `fits` holds, in the pools as they stand) keeps every pool within its cap, when the hold names
-each pool once and its pools evict `lru`. -/
+each pool once. -/
 theorem Machine.admitWaiter_within (p : Program) (m : Machine) (stage : List Nat) (i j : Nat)
     (hw : withinCaps p.caps m.pools)
     (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
       (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
       (getWaiter (getPool m.pools i).queue j).on = true)
-    (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup)
-    (hlru : ∀ h ∈ (getWaiter (getPool m.pools i).queue j).on, getKeys p.evictKeys h.pool = []) :
+    (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup) :
     withinCaps p.caps (m.admitWaiter p stage i j).pools := by
   unfold Machine.admitWaiter Machine.put
   dsimp only
-  refine admitOn_within p _ _ _ _ _ _ _ _ _ _ (withinCaps_setPool _ _ _ _ hw (hw i)) ?_ hnd hlru
+  refine admitOn_within p _ _ _ _ _ _ _ _ _ _ (withinCaps_setPool _ _ _ _ hw (hw i)) ?_ hnd
   intro h hh
   rw [getPool_setPool_used m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j } rfl]
   exact fits_units _ _ _ _ _ hfit h hh
 
 /-! ### The program's hypotheses for KV conservation, decided on its value
 
-The local steps above assume of an admitted hold that it names each pool once, and of its pools that
-they evict `lru`. Of a program: every hold statement names each pool once (`HoldsOnce`, decided by
-`holdsOnceOn` over every statement, `HoldsOnce.of_check`), and no pool has `evict by` keys (`LruPools`,
-decided by `noEvictKeys`, `LruPools.of_check`). Over every run, that every waiting hold is one of the program's hold statements is
+The local steps above assume of an admitted hold that it names each pool once. Of a program: every
+hold statement names each pool once (`HoldsOnce`, decided by `holdsOnceOn` over every statement,
+`HoldsOnce.of_check`); every pool's eviction, `evict lru` or `evict by (keys)`, keeps it within its cap
+(`evictIn_within`), with no hypothesis. Over every run, that every waiting hold is one of the program's hold statements is
 `Serq.KernelKvRun`'s `StmtInv`, and the ledger is `Serq.KernelKv`'s. -/
 
 /-- The hold's pools, each named once. -/
@@ -825,22 +980,5 @@ theorem HoldsOnce.of_check (p : Program) (hp : p.allStmts holdsOnceOn = true) : 
   have h1 := Stmt.allSub_self _ _ (Program.allStmts_sound _ p hp _ h)
   simp only [holdsOnceOn] at h1
   exact distinctPools_nodup on h1
-
-/-- No pool of the program has `evict by` keys: every pool evicts `lru`. -/
-def LruPools (p : Program) : Prop := ∀ i, getKeys p.evictKeys i = []
-
-def noEvictKeys : List (List Expr) → Bool
-  | [] => true
-  | [] :: ks => noEvictKeys ks
-  | (_ :: _) :: _ => false
-
-theorem getKeys_of_noEvictKeys : ∀ (ks : List (List Expr)), noEvictKeys ks = true → ∀ i, getKeys ks i = []
-  | [], _, _ => rfl
-  | [] :: _, _, 0 => rfl
-  | [] :: ks, h, i + 1 => getKeys_of_noEvictKeys ks h i
-  | (_ :: _) :: _, h, _ => by simp [noEvictKeys] at h
-
-theorem LruPools.of_check (p : Program) (hp : noEvictKeys p.evictKeys = true) : LruPools p :=
-  getKeys_of_noEvictKeys p.evictKeys hp
 
 end Serq.Kernel

@@ -26,7 +26,8 @@ Proved here, at the level of the pools (what every machine function does to them
   (`giveBack_kv`), given that the pools covered the parts besides it;
 * an admission (`admitOn`) adds to each pool's `used` exactly the units of the parts it returns
   (`admitOn_ledger`, `admitOn_length`), so the ledger holds with the new parts counted; with `fits`, a
-  hold naming each pool once and `evict lru` it keeps every pool within its cap (`admitOn_within`,
+  hold naming each pool once it keeps every pool within its cap, whatever its pools' eviction
+  (`evict lru` or `evict by (keys)`: `evictIn_within`; `admitOn_within`,
   `Machine.admitWaiter_within`, `Serq.KernelConserve`);
 * a growth adds to its pool's `used` what its part grows by (`Machine.grown_used`);
 * on a continuation: `releaseIn` moves the part it gives back out of the frames' count
@@ -45,7 +46,7 @@ Carried through the machine: `KvRun caps m` (`withinCaps`, `SerialAt`, `Ledger`)
 run (`exec_kv`: while it runs, the ledger counts it beside every other thread, `othersHeld`, since the
 thread list keeps a stale copy of it until `Machine.put` writes it back at its serial: `KvRun.put`,
 `Ledger.take`), `runReady_kv`, every event (`fire_kv`), an admission that `fits` with a hold naming each
-pool once on `lru` pools (`Machine.admitWaiter_kv`), a growth that fits (`Machine.grown_kv`) and the
+pool once (`Machine.admitWaiter_kv`), a growth that fits (`Machine.grown_kv`) and the
 serving without preemption (`Machine.serveOne_kv`, `serveIn_kv`, `serveOrdered_kv`). `Serq.KernelKvRun`
 keeps the admissions' hypothesis through every run and concludes `runProgram_kv_conserved`.
 -/
@@ -868,17 +869,15 @@ theorem fire_kv (p : Program) (m : Machine) (w : Wake) (hm : KvRun p.caps m) : K
 
 /-! ### An admission, a growth -/
 
-/-- A hold admitted from pool `i`'s queue once it `fits` (naming each pool once, its pools evicting
-`lru`) keeps KV conservation and its ledger: its parts go to its thread's continuation as its units go to
-the pools' `used`. -/
+/-- A hold admitted from pool `i`'s queue once it `fits` (naming each pool once) keeps KV conservation
+and its ledger: its parts go to its thread's continuation as its units go to the pools' `used`. -/
 theorem Machine.admitWaiter_kv (p : Program) (m : Machine) (stage : List Nat) (i j : Nat) (hm : KvRun p.caps m)
     (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
       (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
       (getWaiter (getPool m.pools i).queue j).on = true)
-    (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup)
-    (hlru : ∀ h ∈ (getWaiter (getPool m.pools i).queue j).on, getKeys p.evictKeys h.pool = []) :
+    (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup) :
     KvRun p.caps (m.admitWaiter p stage i j) := by
-  have hw := Machine.admitWaiter_within p m stage i j hm.1 hfit hnd hlru
+  have hw := Machine.admitWaiter_within p m stage i j hm.1 hfit hnd
   have ht := Ledger.take hm.2.2 hm.2.1 (getWaiter (getPool m.pools i).queue j).thread
   unfold Machine.admitWaiter at hw ⊢
   dsimp only at hw ⊢
@@ -901,11 +900,11 @@ theorem Machine.admitWaiter_kv (p : Program) (m : Machine) (stage : List Nat) (i
 the part `partOn` found grows by what its pool's `used` grows by. -/
 theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hm : KvRun p.caps m)
     (hpart : partOn (getThread m.threads t).k i = some h) (hgrow : h.units ≤ want)
-    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) (hlru : getKeys p.evictKeys i = []) :
+    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) :
     KvRun p.caps (m.grown p t i want h) := by
   have hw : withinCaps p.caps (m.grown p t i want h).pools := by
     simp only [Machine.grown, Machine.put]
-    exact withinCaps_setPool _ _ _ _ hm.1 (evictIn_within p _ _ _ i _ _ hlru hfit)
+    exact withinCaps_setPool _ _ _ _ hm.1 (evictIn_within p _ _ _ i _ _ hfit)
   have ht := Ledger.take hm.2.2 hm.2.1 t
   have hsp := partOn_spec _ _ _ hpart
   simp only [Machine.grown] at hw ⊢
@@ -928,16 +927,16 @@ theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held)
     omega
 
 /-- An engine serves a resident (no preemption): a growth only once it fits. -/
-theorem Machine.serveOne_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) (s : Nat)
+theorem Machine.serveOne_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat)
     (m : Machine) (b : Batch) (r : Resident) (n : Nat) (hm : KvRun p.caps m) : KvRun p.caps (m.serveOne p s b r n).1 := by
   simp only [Machine.serveOne]
   repeat' split
   all_goals first
     | exact hm
     | exact absurd (hpre _) (by assumption)
-    | exact Machine.grown_kv p m _ _ _ _ hm (by assumption) (by omega) (by assumption) (hlru _)
+    | exact Machine.grown_kv p m _ _ _ _ hm (by assumption) (by omega) (by assumption)
 
-theorem serveIn_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) (s chunk : Nat)
+theorem serveIn_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s chunk : Nat)
     (q : Option Expr) : ∀ (ts : List Nat) (m : Machine) (b : Batch), KvRun p.caps m →
     KvRun p.caps (serveIn p s chunk q ts m b).1 := by
   intro ts
@@ -950,12 +949,12 @@ theorem serveIn_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlr
     all_goals first
       | exact hm
       | exact ih _ _ hm
-      | exact Machine.serveOne_kv p hpre hlru _ _ _ _ _ hm
-      | exact ih _ _ (Machine.serveOne_kv p hpre hlru _ _ _ _ _ hm)
+      | exact Machine.serveOne_kv p hpre _ _ _ _ _ hm
+      | exact ih _ _ (Machine.serveOne_kv p hpre _ _ _ _ _ hm)
 
-theorem serveOrdered_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (hlru : LruPools p) (s : Nat)
+theorem serveOrdered_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat)
     (m : Machine) (running : List Nat) (chunk : Nat) (q : Option Expr) (b : Batch) (keys : List Expr)
     (rs : List Resident) (hm : KvRun p.caps m) : KvRun p.caps (serveOrdered p s m running chunk q b keys rs).1 := by
-  cases keys <;> simp only [serveOrdered] <;> exact serveIn_kv p hpre hlru s chunk q _ m b hm
+  cases keys <;> simp only [serveOrdered] <;> exact serveIn_kv p hpre s chunk q _ m b hm
 
 end Serq.Kernel

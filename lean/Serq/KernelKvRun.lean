@@ -10,8 +10,8 @@ every run, that every block a thread will run and every waiting hold satisfy a c
 statements at every depth (`StmtInv c`: `FramesAll`, `WaitAll`) when every statement of the program does
 (`p.allStmts c`); with `c = holdsOnceOn` (`HoldsOnce.of_check`'s checker) every waiting hold names each
 pool once. Then `KvRun` holds at every run's end: `runProgram_kv_conserved`, `used + cachedUnits entries
-≤ cap` for every pool, for every program with no preemption, `evict lru` pools and hold statements that
-name each pool once.
+≤ cap` for every pool, for every program with no preemption and hold statements that name each pool once
+(its pools evicting `lru` or `by (keys)`).
 -/
 @[expose] public section
 
@@ -357,14 +357,14 @@ theorem KvInvRun.nodup {p : Program} {m : Machine} (hm : KvInvRun p m) (i j : Na
   exact distinctPools_nodup _ (Stmt.allSub_self _ _ h)
 
 theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (hlru : LruPools p) (f s chunk i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) (hm : KvInvRun p m)
+    (f s chunk i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) (hm : KvInvRun p m)
     (hj : j < countWaiters (getPool m.pools i).queue)
     (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
       admissionStage chunk b.budget⟩
       (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
       (getWaiter (getPool m.pools i).queue j).on = true) :
     KvInvRun p (admitOne p f s chunk i j q m b).1 := by
-  have h1 := Machine.admitWaiter_kv p m (admissionStage chunk b.budget) i j hm.1 hfit (hm.nodup i j hj) (fun h _ => hlru _)
+  have h1 := Machine.admitWaiter_kv p m (admissionStage chunk b.budget) i j hm.1 hfit (hm.nodup i j hj)
   have h1' := Machine.admitWaiter_stmt p m (admissionStage chunk b.budget) i j hm.2
   have h2 := exec_kv p f _ (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads
     (getWaiter (getPool m.pools i).queue j).thread) h1.1 h1.2.1 (Ledger.take h1.2.2 h1.2.1 _)
@@ -373,10 +373,10 @@ theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre 
   repeat' split
   all_goals first
     | exact ⟨h2, h2'⟩
-    | exact ⟨Machine.serveOne_kv p hpre hlru _ _ _ _ _ h2, Machine.serveOne_stmt p hpre _ _ _ _ _ h2'⟩
+    | exact ⟨Machine.serveOne_kv p hpre _ _ _ _ _ h2, Machine.serveOne_stmt p hpre _ _ _ _ _ h2'⟩
 
 theorem admitWaiting_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (hlru : LruPools p) (s c' : Nat) (q : Option Expr) (gated : Bool) :
+    (s c' : Nat) (q : Option Expr) (gated : Bool) :
     ∀ (f : Nat) (m : Machine) (b : Batch), KvInvRun p m → KvInvRun p (admitWaiting p s c' q gated f m b).1
   | 0, m, _, hm => ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   | f + 1, m, b, hm => by
@@ -392,25 +392,25 @@ theorem admitWaiting_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (h
         · next hfit =>
           have hj : select p m i (getPool m.pools i).queue < countWaiters (getPool m.pools i).queue := by
             rw [hq]; exact select_lt p m i w ws
-          exact admitWaiting_kvInv p hp hpre hlru s c' q gated f _ _
-            (admitOne_kvInv p hp hpre hlru f s c' i _ q m b hm hj hfit)
+          exact admitWaiting_kvInv p hp hpre s c' q gated f _ _
+            (admitOne_kvInv p hp hpre f s c' i _ q m b hm hj hfit)
         · exact hm
 
 theorem startIteration_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (hlru : LruPools p) (f s : Nat) (eng : Engine) (m : Machine) (hm : KvInvRun p m) :
+    (f s : Nat) (eng : Engine) (m : Machine) (hm : KvInvRun p m) :
     KvInvRun p (startIteration p f s eng m) := by
   have hs : ∀ (running : List Nat) (c' : Nat) (q : Option Expr) (b : Batch) (keys : List Expr) (rs : List Resident),
       KvInvRun p (serveOrdered p s m running c' q b keys rs).1 :=
-    fun running c' q b keys rs => ⟨serveOrdered_kv p hpre hlru s m running c' q b keys rs hm.1,
+    fun running c' q b keys rs => ⟨serveOrdered_kv p hpre s m running c' q b keys rs hm.1,
       serveOrdered_stmt p hpre s m running c' q b keys rs hm.2⟩
   simp only [startIteration]
   repeat' split
   all_goals first
-    | exact admitWaiting_kvInv p hp hpre hlru _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
-    | (have h := admitWaiting_kvInv p hp hpre hlru _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
+    | exact admitWaiting_kvInv p hp hpre _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
+    | (have h := admitWaiting_kvInv p hp hpre _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
        exact ⟨⟨h.1.1, h.1.2.1, h.1.2.2⟩, ⟨h.2.1, h.2.2⟩⟩)
 
-theorem retryQueue_kvInv (p : Program) (hlru : LruPools p) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+theorem retryQueue_kvInv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
     KvInvRun p m → KvInvRun p (retryQueue p f m i b).1
   | 0, m, i, b, hm => ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   | f + 1, m, i, b, hm => by
@@ -429,12 +429,12 @@ theorem retryQueue_kvInv (p : Program) (hlru : LruPools p) : ∀ (f : Nat) (m : 
             (getThread m.threads (getWaiter (getPool m.pools i).queue (select p m i (hd :: tl))).thread).attrs m.now
             (getWaiter (getPool m.pools i).queue (select p m i (hd :: tl))).on = true := by
           rw [hq']; exact hfit
-        have h1 := Machine.admitWaiter_kv p m [] i _ hm.1 hfit' (hm.nodup i _ hj) (fun h _ => hlru _)
+        have h1 := Machine.admitWaiter_kv p m [] i _ hm.1 hfit' (hm.nodup i _ hj)
         have h1' := Machine.admitWaiter_stmt p m [] i (select p m i (hd :: tl)) hm.2
-        exact retryQueue_kvInv p hlru f _ i true ⟨⟨h1.1, h1.2.1, h1.2.2⟩, ⟨h1'.1, h1'.2⟩⟩
+        exact retryQueue_kvInv p f _ i true ⟨⟨h1.1, h1.2.1, h1.2.2⟩, ⟨h1'.1, h1'.2⟩⟩
       · exact hm
 
-theorem retryPools_kvInv (p : Program) (hlru : LruPools p) (f n i : Nat) (m : Machine) (b : Bool) :
+theorem retryPools_kvInv (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     KvInvRun p m → KvInvRun p (retryPools p f n i m b).1 := by
   fun_induction retryPools p f n i m b <;> intro hm
   · exact hm
@@ -443,16 +443,16 @@ theorem retryPools_kvInv (p : Program) (hlru : LruPools p) (f n i : Nat) (m : Ma
     show KvInvRun p (retryPool p _ _ _ _).1
     unfold retryPool
     split
-    · exact retryQueue_kvInv p hlru _ _ _ _ hm
+    · exact retryQueue_kvInv p _ _ _ _ hm
     · exact hm
 
-theorem settle_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hlru : LruPools p) (f : Nat) (m : Machine) :
+theorem settle_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f : Nat) (m : Machine) :
     KvInvRun p m → KvInvRun p (settle p f m) := by
   fun_induction settle p f m <;> intro hm
   · exact ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   · rename_i ih
-    exact ih (retryPools_kvInv p hlru _ _ _ _ _ ⟨runReady_kv p _ _ hm.1, runReady_stmt p hp _ _ hm.2⟩)
-  · exact retryPools_kvInv p hlru _ _ _ _ _ ⟨runReady_kv p _ _ hm.1, runReady_stmt p hp _ _ hm.2⟩
+    exact ih (retryPools_kvInv p _ _ _ _ _ ⟨runReady_kv p _ _ hm.1, runReady_stmt p hp _ _ hm.2⟩)
+  · exact retryPools_kvInv p _ _ _ _ _ ⟨runReady_kv p _ _ hm.1, runReady_stmt p hp _ _ hm.2⟩
 
 /-! ### Events, the engines' turn, the loop, and the run -/
 
@@ -493,36 +493,36 @@ theorem fire_kvInv (p : Program) (m : Machine) (w : Wake) (hm : KvInvRun p m) : 
   ⟨fire_kv p m w hm.1, fire_stmt p m w hm.2⟩
 
 theorem startPass_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (hlru : LruPools p) (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
+    (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     KvInvRun p m → KvInvRun p (startPass p f ss s tried m a).1 := by
   fun_induction startPass p f ss s tried m a <;> intro hm
   all_goals first
     | exact hm
     | (rename_i ih; exact ih hm)
-    | exact settle_kvInv p hp hlru _ _ (startIteration_kvInv p hp hpre hlru _ _ _ _ hm)
-    | (rename_i ih; exact ih (settle_kvInv p hp hlru _ _ (startIteration_kvInv p hp hpre hlru _ _ _ _ hm)))
+    | exact settle_kvInv p hp _ _ (startIteration_kvInv p hp hpre _ _ _ _ hm)
+    | (rename_i ih; exact ih (settle_kvInv p hp _ _ (startIteration_kvInv p hp hpre _ _ _ _ hm)))
 
 theorem endOfInstant_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (hlru : LruPools p) (f : Nat) (m : Machine) (hm : KvInvRun p m) : KvInvRun p (endOfInstant p f m) := by
+    (f : Nat) (m : Machine) (hm : KvInvRun p m) : KvInvRun p (endOfInstant p f m) := by
   have hse : ∀ n tried m', KvInvRun p m' → KvInvRun p (startEngines p f n tried m') := by
     intro n tried m'
     fun_induction startEngines p f n tried m' <;> intro hm'
     all_goals first
       | exact hm'
-      | exact startPass_kvInv p hp hpre hlru _ _ _ _ _ _ hm'
-      | (rename_i ih; exact ih (startPass_kvInv p hp hpre hlru _ _ _ _ _ _ hm'))
+      | exact startPass_kvInv p hp hpre _ _ _ _ _ _ hm'
+      | (rename_i ih; exact ih (startPass_kvInv p hp hpre _ _ _ _ _ _ hm'))
   simp only [endOfInstant]
   split
   · exact hm
   · exact hse _ _ _ hm
 
 theorem loop_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (hlru : LruPools p) (f : Nat) (m : Machine) : KvInvRun p m → KvInvRun p (loop p f m) := by
+    (f : Nat) (m : Machine) : KvInvRun p m → KvInvRun p (loop p f m) := by
   fun_induction loop p f m <;> intro hm
   · exact ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   · exact hm
   · rename_i ih
-    exact ih (endOfInstant_kvInv p hp hpre hlru _ _ (settle_kvInv p hp hlru _ _
+    exact ih (endOfInstant_kvInv p hp hpre _ _ (settle_kvInv p hp _ _
       (fire_kvInv p _ _ ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩)))
 
 theorem arrivals_serial (p : Program) : ∀ (n s j : Nat), j < (arrivals p n s).length →
@@ -594,14 +594,15 @@ theorem initial_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) : KvInv
 /-- KV conservation (issue 14, result 6) at the end of every run, over the kernel interpreter: every pool's
 allocations and cache are within its cap (`used + cachedUnits entries ≤ cap`), for every program whose
 hold statements name each pool once (`holdsOnceOn` on every statement, as `HoldsOnce.of_check` decides
-it), whose growths never preempt (`NoPreemption`: `preempt none`) and whose pools evict `lru`, and any fuel. (Every
+it), whose growths never preempt (`NoPreemption`: `preempt none`), whatever its pools' eviction (`evict lru`
+or `evict by (keys)`), and any fuel. (Every
 function of the machine keeps it, so it holds at every point of the run.) -/
 theorem runProgram_kv_conserved (p : Program) (fuel : Nat) (hp : p.allStmts holdsOnceOn = true)
-    (hpre : NoPreemption p) (hlru : LruPools p) :
+    (hpre : NoPreemption p) :
     ∀ j, (getPool (runProgram p fuel).pools j).used + cachedUnits (getPool (runProgram p fuel).pools j).entries ≤
       getAt p.caps j := by
-  have h := loop_kvInv p hp hpre hlru fuel _ (endOfInstant_kvInv p hp hpre hlru fuel _
-    (settle_kvInv p hp hlru fuel _ (initial_kvInv p hp)))
+  have h := loop_kvInv p hp hpre fuel _ (endOfInstant_kvInv p hp hpre fuel _
+    (settle_kvInv p hp fuel _ (initial_kvInv p hp)))
   exact h.1.1
 
 end Serq.Kernel
