@@ -579,24 +579,6 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     assert _hand_fields(records, ENGINE_ITERATIONS) == [tuple(ENGINE_ITERATIONS)]
 
 
-@pytest.mark.parametrize("name, source, answers, tokens, iterations", [
-    ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
-    ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
-    ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
-    ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS),
-    ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
-    ("prefix_hit", PREFIX_HIT_SOURCE, PREFIX_HIT_ANSWERS, PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS),
-    ("kv_cost", KV_COST_SOURCE, KV_COST_ANSWERS, KV_COST_TOKENS, KV_COST_ITERATIONS)])
-def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
-                                                                              tokens, iterations):
-    from serq.leangen.kernel import kernel_program, recorded_run
-    _, program = _written(tmp_path, name, source)
-    sessions, records = recorded_run(program, kernel_program(program, tmp_path))
-    assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
-    assert {s: list(r.tokens) for s, r in enumerate(sessions)} == tokens
-    assert _hand_fields(records, iterations) == [tuple(iterations)]
-
-
 # Two step engines, prefill/decode disaggregated in whole numbers (examples/pd-disaggregation/'s idiom): a
 # request holds a slot of P and 2 units of P's memory `pkv` (cap 8, blocks of 2) and prefills 3 + serial there,
 # then a slot of D and 2 units of D's memory `dkv` (cap 6, blocks of 2) and decodes 2 there. P: a budget of 4,
@@ -688,16 +670,25 @@ ROUTE_ITERATIONS = ([(0, 2, 2, 0, 1, 2, 0, 2, 0, 0, 4)], [(1, 3, 3, 0, 1, 3, 0, 
 
 
 @pytest.mark.parametrize("name, source, answers, tokens, iterations", [
+    ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
+    ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
+    ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
+    ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS),
+    ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
+    ("prefix_hit", PREFIX_HIT_SOURCE, PREFIX_HIT_ANSWERS, PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS),
+    ("kv_cost", KV_COST_SOURCE, KV_COST_ANSWERS, KV_COST_TOKENS, KV_COST_ITERATIONS),
     ("pd", PD_SOURCE, PD_ANSWERS, PD_TOKENS, PD_ITERATIONS),
-    ("route", ROUTE_SOURCE, ROUTE_ANSWERS, ROUTE_TOKENS, ROUTE_ITERATIONS)], ids=["pd", "route"])
-def test_kernel_recorded_run_of_two_engines_is_the_hand_computed_one(tmp_path, name, source, answers, tokens,
-                                                                      iterations):
+    ("route", ROUTE_SOURCE, ROUTE_ANSWERS, ROUTE_TOKENS, ROUTE_ITERATIONS)])
+def test_kernel_recorded_run_of_an_engine_program_is_the_hand_computed_one(tmp_path, name, source, answers, tokens,
+                                                                           iterations):
+    """(`iterations`: the engine's, or per stage those of each engine of a program of several, a tuple.)"""
     from serq.leangen.kernel import kernel_program, recorded_run
     _, program = _written(tmp_path, name, source)
     sessions, records = recorded_run(program, kernel_program(program, tmp_path))
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
     assert {s: list(r.tokens) for s, r in enumerate(sessions)} == tokens
-    assert records == [tuple(rs) for rs in iterations]
+    per_engine = list(iterations) if isinstance(iterations, tuple) else [iterations]
+    assert _hand_fields(records, per_engine[0]) == [tuple(its) for its in per_engine]
 
 
 def test_kernel_export_of_two_engines(tmp_path):
