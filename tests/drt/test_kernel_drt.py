@@ -393,6 +393,18 @@ def _engines_plan_last_declared_first():
         yield
 
 
+@contextmanager
+def _waiting_counts_every_engine():
+    """A planted bug in the interpreter: an engine's `waiting.count` (`waiting_holds`, which its clauses read)
+    counts the holds waiting in every engine's queues, not only in those it admits (a program of one engine is
+    left as it is)."""
+    def nwait(self):
+        return float(sum(len(m.queue) for st in self.E.step_stages for m in st.admits))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "nwait", nwait)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -426,7 +438,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "granule_admits_after": _by_patching(_granule_admits_after),
            "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order),
            "kv_prefill_after_the_chunk": _by_patching(_kv_prefill_after_the_chunk),
-           "engines_plan_last_declared_first": _by_patching(_engines_plan_last_declared_first)}
+           "engines_plan_last_declared_first": _by_patching(_engines_plan_last_declared_first),
+           "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug, in the kernel-checked batch and among the compiled lines alike: the search for them
 # (the interpreter twice a seed, up to thousands of seeds a bug) is done once a run and its cases shared
