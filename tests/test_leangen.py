@@ -360,17 +360,17 @@ KV_COST_TERM = ("(.bin .add (.bin .add (.bin .add (.num 1) (.floorDiv (.stageVar
                 "(.floorDiv (.bin .add (.stageVar 14) (.num 7)) 8)) (.stageVar 13))")
 
 
-def _iterations_theorem(iterations) -> str:
-    """The Lean theorem that engine 0's records in the program's run are `iterations` (newest first in Lean):
-    whole records with the KV sums, else their first eight fields (`_hand_fields`)."""
-    records = "(getEngineState (runProgram program 1000).engines 0).records"
+def _iterations_theorem(iterations, stage: int = 0) -> str:
+    """The Lean theorem that stage `stage`'s engine's records in the program's run are `iterations` (newest
+    first in Lean): whole records with the KV sums, else their first eight fields (`_hand_fields`)."""
+    records = f"(getEngineState (runProgram program 1000).engines {stage}).records"
     if len(iterations[0]) == 8:
         records += (".map (fun r => [r.start, r.tokens, r.prefilled, r.decoders, r.residents, r.demand, r.served, "
                     "r.arrived])")
         rows = ", ".join("[" + ", ".join(map(str, r)) + "]" for r in reversed(iterations))
     else:
         rows = ", ".join("⟨" + ", ".join(map(str, r)) + "⟩" for r in reversed(iterations))
-    return f"theorem iterations : {records} = [{rows}] := by\n  decide +kernel\n\n"
+    return f"theorem iterations{stage or ''} : {records} = [{rows}] := by\n  decide +kernel\n\n"
 
 
 def _hand_fields(records, iterations) -> list:
@@ -579,6 +579,96 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     assert _hand_fields(records, ENGINE_ITERATIONS) == [tuple(ENGINE_ITERATIONS)]
 
 
+# Two step engines, prefill/decode disaggregated in whole numbers (examples/pd-disaggregation/'s idiom): a
+# request holds a slot of P and 2 units of P's memory `pkv` (cap 8, blocks of 2) and prefills 3 + serial there,
+# then a slot of D and 2 units of D's memory `dkv` (cap 6, blocks of 2) and decodes 2 there. P: a budget of 4,
+# chunks of 3, cost 1; D: a budget of 2, cost 1 + ⌊tokens / 2⌋; three sessions. At 0 P admits s0 (3 tokens,
+# grown to 4) and s1 (the 1 left; s2 waits for a slot) (0-1). At 1 s0's prefill is done: its hold on P ends and
+# it joins D's queue; P serves s1 3 (grown to 4) and admits s2 (1); D admits s0 and decodes 1 (kv_decode 2) (1-2
+# on both). At 2 both engines' iterations end, P's first (set first): s1 joins D's queue, s0 has 1 decode left;
+# P serves s2 3 (2-3); D decodes s0 and admits s1 (2-4: 1 + ⌊2 / 2⌋). At 3 P serves s2's last (3-4). At 4 D's
+# end fires before P's (set at 2, P's at 3): s0's turn is answered, then s2's prefill is done and it joins
+# D's queue; D decodes s1 and s2 (4-6); at 6 s1's turn is answered, s2 decodes its last (6-7). Per engine,
+# per iteration (start, tokens, prefilled, decoders, residents, demand, served, arrived, kv_decode,
+# kv_prefill, twice the attention).
+PD_SOURCE = ("fn main() {\n"
+             "  device pg { pkv cap 8; }\n"
+             "  device dg { dkv cap 6; }\n"
+             "  engine P on pg {\n"
+             "    preqs cap 2;\n"
+             "    tokens cap 4;\n"
+             "    request (p) {\n"
+             "      prefill (p) growing pkv;\n"
+             "    }\n"
+             "    schedule {\n"
+             "      advance running each at most (3);\n"
+             "      admit waiting while (running.preempted == 0) each at most (3) taking preqs (1), pkv (2);\n"
+             "    }\n"
+             "    execute (1);\n"
+             "  }\n"
+             "  engine D on dg {\n"
+             "    dreqs cap 2;\n"
+             "    tokens cap 2;\n"
+             "    request (o) {\n"
+             "      decode (o) growing dkv;\n"
+             "    }\n"
+             "    schedule {\n"
+             "      advance running;\n"
+             "      admit waiting while (running.preempted == 0) taking dreqs (1), dkv (2);\n"
+             "    }\n"
+             "    execute (1 + floor(batch.tokens / 2));\n"
+             "  }\n"
+             "  pool pkv on pg { block 2; evict lru; preempt none; }\n"
+             "  pool dkv on dg { block 2; evict lru; preempt none; }\n"
+             "  pool preqs on P { queue fifo; }\n"
+             "  pool dreqs on D { queue fifo; }\n"
+             "  workload { arrive batch(3); }\n"
+             "  server { P (3 + serial); D (2); }\n"
+             "}\n")
+PD_ANSWERS = {0: [(0, 1, 0, 4)], 1: [(1, 1, 0, 6)], 2: [(2, 1, 0, 7)]}
+PD_TOKENS = {0: [(0, 1, 1, 0, 2, 0, 0)], 1: [(1, 1, 2, 1, 4, 0, 0)], 2: [(2, 1, 4, 3, 6, 0, 0)]}
+PD_ITERATIONS = ([(0, 4, 4, 0, 2, 6, 0, 3, 0, 0, 10), (1, 4, 4, 0, 2, 6, 4, 3, 0, 1, 16),
+                  (2, 3, 3, 0, 1, 3, 8, 3, 0, 1, 15), (3, 1, 1, 0, 1, 1, 11, 3, 0, 4, 9)],
+                 [(1, 1, 0, 1, 1, 1, 0, 3, 2, 0, 0), (2, 2, 0, 2, 2, 2, 1, 3, 4, 0, 0),
+                  (4, 2, 0, 2, 2, 2, 3, 3, 4, 0, 0), (6, 1, 0, 1, 1, 1, 5, 3, 2, 0, 0)])
+
+# Two engines at one instant (the reference's *Ties*: idle engines plan in the stages' declaration order): a
+# router sends s0 to B (declared second) and s1 to A, each request holding its engine's slot and the one unit
+# of a shared pool `g`. At 0 both join their engine's queue; A plans first and admits s1, taking `g`; B cannot
+# admit s0 (`g` is full) and plans nothing (0-1). At 1 s1's prefill is done, its hold gives `g` back and its
+# turn is answered; B admits s0 (1-2), answered at 2. Were B to plan first, s0 would be answered at 1.
+ROUTE_SOURCE = ("fn main() {\n"
+                "  device ga { }\n"
+                "  device gb { }\n"
+                "  engine A on ga {\n"
+                "    areqs cap 1;\n"
+                "    tokens cap 4;\n"
+                "    schedule { advance running; admit waiting while (running.preempted == 0); }\n"
+                "    execute (1);\n"
+                "  }\n"
+                "  engine B on gb {\n"
+                "    breqs cap 1;\n"
+                "    tokens cap 4;\n"
+                "    schedule { advance running; admit waiting while (running.preempted == 0); }\n"
+                "    execute (1);\n"
+                "  }\n"
+                "  pool areqs on A { queue fifo; }\n"
+                "  pool breqs on B { queue fifo; }\n"
+                "  pool g { cap 1; queue fifo; }\n"
+                "  workload { arrive batch(2); }\n"
+                "  server {\n"
+                "    branch (serial == 0) {\n"
+                "      hold breqs (cost(breqs, 1)), g (cost(g, 1)) { run B prefill (cost(B, 3)); }\n"
+                "    } else {\n"
+                "      hold areqs (cost(areqs, 1)), g (cost(g, 1)) { run A prefill (cost(A, 2)); }\n"
+                "    }\n"
+                "  }\n"
+                "}\n")
+ROUTE_ANSWERS = {0: [(0, 1, 0, 2)], 1: [(1, 1, 0, 1)]}
+ROUTE_TOKENS = {0: [(0, 1, 2, 1, 1, 0, 0)], 1: [(1, 1, 1, 0, 0, 0, 0)]}
+ROUTE_ITERATIONS = ([(0, 2, 2, 0, 1, 2, 0, 2, 0, 0, 4)], [(1, 3, 3, 0, 1, 3, 0, 2, 0, 0, 9)])
+
+
 @pytest.mark.parametrize("name, source, answers, tokens, iterations", [
     ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
     ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
@@ -586,15 +676,35 @@ def test_kernel_recorded_run_of_an_engine_is_the_hand_computed_one(tmp_path):
     ("preempt", PREEMPT_SOURCE, PREEMPT_ANSWERS, PREEMPT_TOKENS, PREEMPT_ITERATIONS),
     ("self_preempt", SELF_PREEMPT_SOURCE, SELF_PREEMPT_ANSWERS, SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
     ("prefix_hit", PREFIX_HIT_SOURCE, PREFIX_HIT_ANSWERS, PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS),
-    ("kv_cost", KV_COST_SOURCE, KV_COST_ANSWERS, KV_COST_TOKENS, KV_COST_ITERATIONS)])
-def test_kernel_recorded_run_of_a_serve_order_or_only_is_the_hand_computed_one(tmp_path, name, source, answers,
-                                                                              tokens, iterations):
+    ("kv_cost", KV_COST_SOURCE, KV_COST_ANSWERS, KV_COST_TOKENS, KV_COST_ITERATIONS),
+    ("pd", PD_SOURCE, PD_ANSWERS, PD_TOKENS, PD_ITERATIONS),
+    ("route", ROUTE_SOURCE, ROUTE_ANSWERS, ROUTE_TOKENS, ROUTE_ITERATIONS)])
+def test_kernel_recorded_run_of_an_engine_program_is_the_hand_computed_one(tmp_path, name, source, answers, tokens,
+                                                                           iterations):
+    """(`iterations`: the engine's, or per stage those of each engine of a program of several, a tuple.)"""
     from serq.leangen.kernel import kernel_program, recorded_run
     _, program = _written(tmp_path, name, source)
     sessions, records = recorded_run(program, kernel_program(program, tmp_path))
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
     assert {s: list(r.tokens) for s, r in enumerate(sessions)} == tokens
-    assert _hand_fields(records, iterations) == [tuple(iterations)]
+    per_engine = list(iterations) if isinstance(iterations, tuple) else [iterations]
+    assert _hand_fields(records, per_engine[0]) == [tuple(its) for its in per_engine]
+
+
+def test_kernel_export_of_two_engines(tmp_path):
+    """Each engine is a stage `.step e` with its clauses in `engines`, its slots admitted by it (`admitVia`),
+    its memory an ordinary pool its runs grow."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _written(tmp_path, "pd", PD_SOURCE)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    for term in ("stages := [(.step 0), (.step 1)]", "caps := [8, 6, 2, 2]", "admitVia := [0, 0, 1, 2]",
+                 "engines := [⟨(.num 4), (.num 3), (.num 1), [], none, none, true, (.num 0)⟩, "
+                 "⟨(.num 2), (.num 0), (.bin .add (.num 1) (.floorDiv (.stageVar 0) 2)), [], none, none, true, (.num 0)⟩]",
+                 ".step 0 false 1 (.bin .add (.num 3) (.attr 2))", ".step 1 true 2 (.num 2)"):
+        assert term in r.output, term
 
 
 def test_kernel_export_of_the_batchs_kv_sums(tmp_path):
@@ -1085,7 +1195,9 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     """The exported modules elaborate, and the Lean interpreter's runs of them are the hand-computed
     ones: the two examples, the renewal program, the blocks-and-reserve program, the prefix-cache
     program, the pool-observables program, the functions program, the six engines, the `evict by`, lease
-    and `blocksize` programs, the ordered trace, the tie of two turns created at one instant and the KV sums' cost in one file (one Lean start-up, not one each); the cache's and the observables' observations too, the engines' tokens and iterations."""
+    and `blocksize` programs, the ordered trace, the tie of two turns created at one instant, the KV sums' cost
+    and the two programs of two engines in one file (one Lean start-up, not one each); the cache's and the
+    observables' observations too, the engines' tokens and iterations (every engine's)."""
     from serq.leangen.build import compile_file
     from serq.leangen.kernel import kernel_program, render_kernel_module
     parts = []
@@ -1107,6 +1219,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     _, tie = _tie_program(tmp_path / "tie")
     _, prefix_hit = _written(tmp_path, "prefix_hit", PREFIX_HIT_SOURCE)
     _, kv_cost = _written(tmp_path, "kv_cost", KV_COST_SOURCE)
+    _, pd = _written(tmp_path, "pd", PD_SOURCE)
+    _, route = _written(tmp_path, "route", ROUTE_SOURCE)
     observed = {"Cache": CACHE_OBSERVATIONS, "Observables": OBSERVABLES_OBSERVATIONS, "Preempt": PREEMPT_OBSERVATIONS,
                 "SelfPreempt": SELF_PREEMPT_OBSERVATIONS, "Functions": FUNCTIONS_OBSERVATIONS,
                 "EvictBy": EVICT_BY_OBSERVATIONS, "Lease": LEASE_OBSERVATIONS, "Blocksize": BLOCKSIZE_OBSERVATIONS,
@@ -1118,7 +1232,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                    "Preempt": (PREEMPT_TOKENS, PREEMPT_ITERATIONS),
                    "SelfPreempt": (SELF_PREEMPT_TOKENS, SELF_PREEMPT_ITERATIONS),
                    "Tie": (TIE_TOKENS, TIE_ITERATIONS), "PrefixHit": (PREFIX_HIT_TOKENS, PREFIX_HIT_ITERATIONS),
-                   "KvCost": (KV_COST_TOKENS, KV_COST_ITERATIONS)}
+                   "KvCost": (KV_COST_TOKENS, KV_COST_ITERATIONS), "Pd": (PD_TOKENS, PD_ITERATIONS),
+                   "Route": (ROUTE_TOKENS, ROUTE_ITERATIONS)}
     for name, program, base, answers in (
             ("Scripted", link_file(SCRIPTED), SCRIPTED.parent, SCRIPTED_ANSWERS),
             ("Sandbox", link_file(SANDBOX), SANDBOX.parent, SANDBOX_ANSWERS),
@@ -1132,7 +1247,8 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
             ("EvictBy", evict_by, tmp_path, EVICT_BY_ANSWERS), ("Lease", lease, tmp_path, LEASE_ANSWERS),
             ("Blocksize", blocksize, tmp_path, BLOCKSIZE_ANSWERS), ("Trace", trace, tmp_path, TRACE_ANSWERS),
             ("Tie", tie, tmp_path / "tie", TIE_ANSWERS), ("PrefixHit", prefix_hit, tmp_path, PREFIX_HIT_ANSWERS),
-            ("KvCost", kv_cost, tmp_path, KV_COST_ANSWERS)):
+            ("KvCost", kv_cost, tmp_path, KV_COST_ANSWERS), ("Pd", pd, tmp_path, PD_ANSWERS),
+            ("Route", route, tmp_path, ROUTE_ANSWERS)):
         ns = f"Serq.Programs.{name}"
         text = render_kernel_module(kernel_program(program, base), ns)
         theorems = "".join(
@@ -1150,7 +1266,9 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
                 f"theorem tokens_{s} : (getThread (runProgram program 1000).threads {s}).tokens = "
                 f"[{', '.join('⟨' + ', '.join(map(str, t)) + '⟩' for t in reversed(ts))}] := by\n  decide +kernel\n\n"
                 for s, ts in tokens.items())
-            theorems += _iterations_theorem(iterations)
+            # (a program of several engines: per stage, its engine's iterations)
+            for stage, its in enumerate(iterations) if isinstance(iterations, tuple) else [(0, iterations)]:
+                theorems += _iterations_theorem(its, stage)
         text = text.replace(f"end {ns}", theorems + f"end {ns}")
         parts.append(text if not parts else text[text.index(f"namespace {ns}"):])
     f = tmp_path / "Examples.lean"
@@ -1201,8 +1319,9 @@ EXPORTED = {
     "papers/bari_rate.sq": "Serq.Kernel",
     "papers/svf.sq": "Serq.Kernel",
     "papers/smith_spt.sq": "`batch` arrivals",
-    "pd-disaggregation/llmd_nixl_pull.sq": "one step engine", "pd-disaggregation/vllm_local_or_remote.sq": "one step engine",
-    "pd-disaggregation/vllm_nixl_push.sq": "one step engine",
+    # (two step engines are in the kernel fragment: what is outside is the family and the non-whole numbers)
+    "pd-disaggregation/llmd_nixl_pull.sq": "pool family `P.reqs[2]`",
+    "pd-disaggregation/vllm_local_or_remote.sq": "the number 0.004", "pd-disaggregation/vllm_nixl_push.sq": "the number 0.004",
     # a renewal workload without `--arrivals N` (with it, the kernel fragment; the engine model takes
     # given arrival times only)
     "papers/dai_backlog.sq": "`arrive renewal(g)` without `--arrivals N`",

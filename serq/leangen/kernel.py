@@ -15,11 +15,12 @@ turn, set, observe, branch, while, loop, end, run on a delay or a fifo(c) stage,
 with a `queue fifo` or `queue by` (keys over the attributes, `now` and `waited`), `evict lru` or `evict by`
 (keys over a cached entry's `size`, `waiting`, its session's attributes and `now`), a `lease` on one of its
 pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
-step engines with vLLM's default schedule (`tokens cap`, `each at most` and `execute` over the
-engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
+step engines, one or several (each a stage with its own clauses, residents and records; idle engines plan
+their iterations in the stages' declaration order), with vLLM's default schedule (`tokens cap`, `each at most`
+and `execute` over the engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
 over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
 `running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
-the engine's `admit waiting`); an engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
+the engine's `admit waiting`); each engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
 runs, under `preempt none`, `preempt lifo` or `preempt by (keys) [requeue head|tail]` (keys over the
 candidate's `decoding`, `position`, `admission` and attributes).
 """
@@ -55,12 +56,11 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
-          "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines with "
-          "vLLM's default schedule, its serve order and `only` included, an `execute` cost over the batch (its "
-          "KV sums included), and an engine's KV memory whose "
+          "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines, one "
+          "or several, each with vLLM's default schedule, its serve order and `only` included, an `execute` cost "
+          "over the batch (its KV sums included), and each engine's KV memory whose "
           "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not; "
-          "the stages' observables, `exclusive prefill`, "
-          "iteration bodies and several engines' memories come next")
+          "the stages' observables, `exclusive prefill` and other iteration bodies come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py). In `execute`, `kv_decode` and

@@ -21,7 +21,9 @@ works, hold units, `reuse` clauses and queue keys, and observed on their own ins
 the pools are busy. A pool in two evicts `by` keys (`_evictions`), and a hold in three leases one of
 its pools past its scope (`_leases`), ended by its time, a `release` outside any hold, or the
 session's end. An engine in two lasts a cost over the batch's KV sums (`_kv_cost`), which every
-iteration's record carries anyway.
+iteration's record carries anyway. Last, a program in four with an engine gets a second one (`_second_engine`),
+with its own slots and, often, its own memory, its request run after the first's (prefill/decode
+disaggregation) or instead of it by a branch (a router), the two requests sharing a pool one in two.
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -234,6 +236,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _granule(program, rng)
     program = _ordered_trace(program, rng)
     _kv_cost(program, rng)
+    _second_engine(program, rng)
     return KernelCase(program)
 
 
@@ -260,18 +263,29 @@ def _engine(program: ir.Program, rng: random.Random) -> None:
         _bin("add", _num(1), running("prefilled"))])
     program.stages.append(ir.Stage(name=ENGINE, service=ir.Step(budget=budget, cost=cost, chunk=chunk)))
     program.pools.append(ir.Pool(name=REQS, cap=rng.randint(1, 3), admit_via=ENGINE))
+    request = _request_runs(rng, ENGINE)
+    if rng.randrange(4):
+        request = [_slot_hold(REQS, request)]
+    program.server[0:0] = request
+
+
+def _request_runs(rng: random.Random, engine: str) -> list:
+    """A request's runs on `engine`: a prefill, then a decode in two, of works that read the attributes
+    (0 to ENGINE_WORK tokens: a run of 0 completes at once)."""
     readable = BUILTINS[2:] + SESSION_VALUES + SERVER_VALUES
 
     def run(mode: str):
         work = ir.Call(fn="min", args=[_bin("add", _num(rng.randint(0, 3)), ir.Call(fn="floor", args=[
             _bin("div", ir.Attr(name=rng.choice(readable)), _num(rng.randint(1, 3)))])), _num(ENGINE_WORK)])
-        return ir.RunStmt(stages=[ir.StageRef(stage=ENGINE)], mode=mode, work=ir.CostOf(resources=[ENGINE], arg=work))
+        return ir.RunStmt(stages=[ir.StageRef(stage=engine)], mode=mode, work=ir.CostOf(resources=[engine], arg=work))
 
-    request = [run("prefill")] + ([run("decode")] if rng.randrange(2) else [])
-    if rng.randrange(4):
-        request = [ir.HoldStmt(pools=[ir.HoldPool(pool=ir.PoolRef(pool=REQS), units=ir.CostOf(
-            resources=[REQS], arg=_num(1)))], body=request)]
-    program.server[0:0] = request
+    return [run("prefill")] + ([run("decode")] if rng.randrange(2) else [])
+
+
+def _slot_hold(slots: str, body: list) -> ir.HoldStmt:
+    """A hold of one of an engine's request slots (`pool slots on S`, which S admits) around `body`."""
+    return ir.HoldStmt(pools=[ir.HoldPool(pool=ir.PoolRef(pool=slots), units=ir.CostOf(resources=[slots], arg=_num(1)))],
+                       body=body)
 
 
 def _serve_order(program: ir.Program, rng: random.Random) -> None:
@@ -351,7 +365,13 @@ def _kv_memory(program: ir.Program, rng: random.Random) -> None:
     request = program.server[0] if program.server else None
     if not engines or not isinstance(request, ir.HoldStmt) or rng.randrange(4) == 0:
         return
-    engine = engines[0].service
+    _memory(program, rng, engines[0], request, KV)
+
+
+def _memory(program: ir.Program, rng: random.Random, stage: ir.Stage, request: ir.HoldStmt, kv: str) -> None:
+    """`_kv_memory`'s pool `kv`, the memory of engine `stage`, taken and grown by `request`, the hold of
+    one of the engine's slots around its runs."""
+    engine = stage.service
     block = rng.choice([None, 1, 2, 3])
     preempt = _preemption(rng)
     if engine.serve.kind == "by" and any(isinstance(n, ir.Ctx) and n.var in ("decoders", "residents", "waiting_holds")
@@ -369,7 +389,7 @@ def _kv_memory(program: ir.Program, rng: random.Random) -> None:
     if preempt.kind != "none":  # room for one request alone, and a little more: two together do not fit
         b = block or 1
         cap = -(-(2 * PREEMPT_WORK + (PREEMPT_REUSE if caching else 0)) // b) * b + rng.randint(0, 2)
-    program.pools.append(ir.Pool(name=KV, cap=cap, block=block, memory_of=engines[0].name, preempt=preempt))
+    program.pools.append(ir.Pool(name=kv, cap=cap, block=block, memory_of=stage.name, preempt=preempt))
     readable = BUILTINS[2:] + SESSION_VALUES + SERVER_VALUES
     units = ir.Call(fn="min", args=[_bin("add", _num(rng.randint(0, 2)), _bin("mod", ir.Attr(name=rng.choice(readable)),
                                                                                  _num(2))), _num(3)])
@@ -384,7 +404,7 @@ def _kv_memory(program: ir.Program, rng: random.Random) -> None:
         arrival = program.workload.arrival
         if isinstance(arrival, ir.Batch):
             arrival.sessions = max(arrival.sessions, 3)
-        else:
+        elif isinstance(arrival, ir.Renewal):  # (an ordered trace's sessions are its own)
             program.settings.arrivals = max(program.settings.arrivals, 3)
         # the hold takes its prefill (of a token at least) up front, and PREEMPT_REUSE more when it may reuse a
         # cached prefix (at most that): the request admitted grows nothing, its decode does (one that grew at
@@ -394,17 +414,17 @@ def _kv_memory(program: ir.Program, rng: random.Random) -> None:
         for run in runs:
             run.work.arg = ir.Call(fn="max", args=[_num(2), ir.Call(fn="min", args=[run.work.arg.args[0], _num(PREEMPT_WORK)])])
         for pool in program.pools:
-            if pool.admit_via is not None:
+            if pool.admit_via == stage.name:
                 pool.cap = max(pool.cap, 2)
         units = runs[0].work.arg.model_copy(deep=True)
         if caching:
             units = _bin("add", units, _num(PREEMPT_REUSE))
-    kv = ir.HoldPool(pool=ir.PoolRef(pool=KV), units=ir.CostOf(resources=[KV], arg=units))
+    held = ir.HoldPool(pool=ir.PoolRef(pool=kv), units=ir.CostOf(resources=[kv], arg=units))
     if preempt.kind == "none" and rng.randrange(3) == 0:
-        kv.reserve = ir.CostOf(resources=[KV], arg=_num(rng.randint(1, 6)))
-    request.pools.append(kv)
+        held.reserve = ir.CostOf(resources=[kv], arg=_num(rng.randint(1, 6)))
+    request.pools.append(held)
     for run in runs:
-        run.growing = ir.PoolRef(pool=KV)
+        run.growing = ir.PoolRef(pool=kv)
     if caching:
         request.cache = _clause(request, _num(rng.randint(1, 12)))
         if rng.randrange(2) or preempt.kind != "none":
@@ -488,6 +508,58 @@ def _leases(program: ir.Program, rng: random.Random) -> None:
     turns = [i for i, stmt in enumerate(w.session) if isinstance(stmt, ir.TurnStmt)]
     if rng.randrange(2):
         w.session.insert(rng.choice(turns) + 1, ir.ReleaseStmt(pool=ir.PoolRef(pool=rng.choice(leased))))
+
+
+ENGINE2 = "e2"  # a second step engine (`_second_engine`)
+REQS2 = "reqs2"  # its request slots (`pool reqs2 on e2`)
+KV2 = "kv2"  # its memory
+SHARED = "g"  # a pool both engines' requests take beside their slots, which both engines admit into
+
+
+def _second_engine(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after everything else (a seed's program is otherwise what it was before): a program in four
+    with an engine gets a second one, `e2`, of the first's clauses (serve order, `only`, granule, cost) but
+    its own budget, chunk cap and request slots `reqs2` (cap 1 to 3; 2 or 3 under a serve order), and a
+    request of its own (`_request_runs`, through a hold of a slot) beside the first's: one in two after it
+    (prefill/decode disaggregation: a request holds `e`'s slot, then `e2`'s), else instead of it, chosen by
+    a branch on an attribute's parity (a router). The second engine gets a KV memory of its own, `kv2`
+    (`_memory`, its rules and preemption included), three in four when the first has none, one in two when
+    it has, so that two engines' memories grow, evict and preempt side by side. One in two, when the first
+    engine's request holds a slot, both requests also take a unit of a shared pool `g` (cap 1 or 2), so
+    that the two engines' admissions at one instant contend for it and which engine plans first (the
+    stages' declaration order, the reference's *Ties*) shows."""
+    stages = [stage for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not stages or rng.randrange(4):
+        return
+    first = stages[0].service
+    engine = first.model_copy(deep=True)
+    serve_order = first.serve.kind == "by" and bool(first.serve.keys)
+    engine.budget = _num(rng.randint(1, 3 if serve_order else 6))
+    engine.chunk = _num(rng.choice([0, 0, 1, 2, 3, 4]))
+    program.stages.append(ir.Stage(name=ENGINE2, service=engine))
+    program.pools.append(ir.Pool(name=REQS2, cap=rng.randint(2 if serve_order else 1, 3), admit_via=ENGINE2))
+    top = [i for i, stmt in enumerate(program.server)
+           if isinstance(stmt, ir.HoldStmt) and any(hp.pool.pool == REQS for hp in stmt.pools)
+           or isinstance(stmt, ir.RunStmt) and stmt.stages[0].stage == ENGINE]
+    at, end = top[0], top[-1] + 1  # (the first engine's request: a hold of its slot, or one or two bare runs)
+    request = _slot_hold(REQS2, _request_runs(rng, ENGINE2))
+    if rng.randrange(2):  # disaggregated: the first engine's request, then the second's
+        program.server[end:end] = [request]
+    else:  # routed: one or the other, by an attribute's parity
+        attr = ir.Attr(name=rng.choice(["serial", "turn_no", *SESSION_VALUES]))
+        test = _bin("eq", _bin("mod", attr, _num(2)), _num(rng.randint(0, 1)))
+        program.server[at:end] = [ir.BranchStmt(test=test, then=program.server[at:end], otherwise=[request])]
+    if rng.randrange(4 if KV not in {pool.name for pool in program.pools} else 2):
+        _memory(program, rng, program.stages[-1], request, KV2)
+    held = [stmt for stmt in ir.walk_stmts(program.server) if isinstance(stmt, ir.HoldStmt)
+            and stmt.pools[0].pool.pool in (REQS, REQS2)]
+    if len(held) == 2 and rng.randrange(2):
+        program.pools.append(ir.Pool(name=SHARED, cap=rng.randint(1, 2)))
+        for stmt in held:
+            stmt.pools.append(ir.HoldPool(pool=ir.PoolRef(pool=SHARED), units=ir.CostOf(resources=[SHARED], arg=_num(1))))
+            for clause in (stmt.cache, stmt.reuse):  # (a clause is a cost of every pool of the hold: `g` caches too)
+                if clause is not None:
+                    clause.resources.append(SHARED)
 
 
 def _preemption(rng: random.Random):

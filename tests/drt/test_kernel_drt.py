@@ -374,6 +374,37 @@ def _kv_prefill_after_the_chunk():
         yield
 
 
+@contextmanager
+def _engines_plan_last_declared_first():
+    """A planted bug in the interpreter: at an instant where several idle engines plan an iteration, the one
+    declared last plans first (the reference's *Ties*: the stages' declaration order), so that its admissions
+    take a pool both engines' requests hold before the other's (a program of one engine is left as it is)."""
+    start = Engine._start_iterations
+
+    def patched(self):
+        steps = self.step_stages
+        self.step_stages = steps[::-1]
+        try:
+            return start(self)
+        finally:
+            self.step_stages = steps
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "_start_iterations", patched)
+        yield
+
+
+@contextmanager
+def _waiting_counts_every_engine():
+    """A planted bug in the interpreter: an engine's `waiting.count` (`waiting_holds`, which its clauses read)
+    counts the holds waiting in every engine's queues, not only in those it admits (a program of one engine is
+    left as it is)."""
+    def nwait(self):
+        return float(sum(len(m.queue) for st in self.E.step_stages for m in st.admits))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "nwait", nwait)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -406,7 +437,9 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "lease_never_expires": _by_patching(_lease_never_expires),
            "granule_admits_after": _by_patching(_granule_admits_after),
            "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order),
-           "kv_prefill_after_the_chunk": _by_patching(_kv_prefill_after_the_chunk)}
+           "kv_prefill_after_the_chunk": _by_patching(_kv_prefill_after_the_chunk),
+           "engines_plan_last_declared_first": _by_patching(_engines_plan_last_declared_first),
+           "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug, in the kernel-checked batch and among the compiled lines alike: the search for them
 # (the interpreter twice a seed, up to thousands of seeds a bug) is done once a run and its cases shared
