@@ -342,58 +342,9 @@ class PoolMember:
             del self.entries[e.seq]
 
     def make_room(self) -> None:
-        """Evict in the pool's order until the allocations and the cache fit. Release order without
-        spill (`evict lru`: the oldest entry, again) is this loop over locals, each step the same
-        float operations in the same order as `_evict_from` on the oldest entry: an engine's pool
-        evicts at about every block its residents grow, the hot path of a cached engine."""
-        used = self.used
-        cap = self.cap
-        cached = self.cached
-        entries = self.entries
-        if used + cached <= cap or not entries:
+        """Evict in the pool's order until the allocations and the cache fit."""
+        if self.used + self.cached <= self.cap or not self.entries:
             return
-        if self.evict_by or self.spill is not None:
-            self._make_room_by_keys_or_spilling()
-            return
-        now = self.E.now
-        if now > self.t_last:
-            self.touch(now)
-        bs = self.bs if self.block is not None else 0.0
-        evicted_units = self.evicted_units
-        evicted_total = self.evicted_total
-        values = entries.values()
-        while True:
-            total = used + cached
-            e = next(iter(values))
-            units = e.units
-            if bs:
-                taken = ceil((total - cap) / bs) * bs
-                if not taken < units:
-                    taken = units
-            else:
-                taken = units
-            e.units = units = units - taken
-            cached -= taken
-            evicted_units += taken
-            evicted_total += taken
-            if units <= 0.0:
-                self.evicted_entries += 1
-                del entries[e.seq]
-                if not e.dead and self.live.get(e.serial) is e:
-                    del self.live[e.serial]
-                if not entries:
-                    break
-            if not used + cached > cap:
-                break
-        self.evicted_units = evicted_units
-        self.evicted_total = evicted_total
-        if cached < 1e-9 and not entries:
-            cached = 0.0
-        self.cached = cached
-
-    def _make_room_by_keys_or_spilling(self) -> None:
-        """`make_room` in the `evict by` keys' order, or in release order spilling each taking to the
-        tier as it goes."""
         E = self.E
         if E.now > self.t_last:
             self.touch(E.now)
@@ -411,7 +362,7 @@ class PoolMember:
                 if self.used + self.cached <= self.cap:
                     break
                 self._evict_from(e)
-        else:
+        else:  # release order: the entries' own (a dict keeps it); the oldest, again, until they fit
             entries = self.entries
             while entries and self.used + self.cached > self.cap:
                 self._evict_from(next(iter(entries.values())))
