@@ -48,6 +48,8 @@ public import Serq.KernelKv
 public import Serq.KernelKvRun
 public import Serq.KernelFound
 public import Serq.KernelFoundRun
+public import Serq.KernelSelect
+public import Serq.SptShortestFirst
 
 /-! # serQ in Lean
 
