@@ -49,6 +49,7 @@ public import Serq.KernelKvRun
 public import Serq.KernelFound
 public import Serq.KernelFoundRun
 public import Serq.KernelSelect
+public import Serq.KernelSelectRun
 public import Serq.SptShortestFirst
 
 /-! # serQ in Lean

@@ -1,7 +1,7 @@
 module
 
 public import Papers.Claims.Svf
-public import Serq.KernelSelect
+public import Serq.KernelSelectRun
 public import Serq.SptShortestFirst
 
 /-! # SVF (`svf.sq`) beyond its bundled run: issue 14, result 5
@@ -26,23 +26,34 @@ namespace Papers
 
 open Serq
 
-/-- **SVF admits a least volume, for every batch.** For every number of sessions `n` and every machine
-`m`: when the `reqs` pool's queue is `w :: ws` and its head `w` is not a hold a preemption put back
-(the program preempts nothing), the hold `select` offers (the one `admit waiting` admits) is in the queue
-and its thread's `volume` (attribute 6) is at most the volume of every waiting hold's thread. Every
-admission of every run `runProgram { program with sessions := n } fuel` is such a `select`. -/
-theorem svf_admits_least_volume (n : Nat) (m : Kernel.Machine) (w : Kernel.Waiter) (ws : List Kernel.Waiter) (hhead : w.head = false) :
+/-- **SVF admits a least volume, in every run.** For every number of sessions `n` and every machine
+`m` whose waiting holds are `HeadFree` (none is a preempted hold put back at the head: every machine of
+every run of this program, which preempts nothing, `svf_headFree`): when the `reqs` pool's queue is
+`w :: ws`, the hold `select` offers (the one `admit waiting` admits) is in the queue and its thread's
+`volume` (attribute 6) is at most the volume of every waiting hold's thread. -/
+theorem svf_admits_least_volume (n : Nat) (m : Kernel.Machine) (hm : Kernel.HeadFree m.pools)
+    (w : Kernel.Waiter) (ws : List Kernel.Waiter) (hq : (Kernel.getPool m.pools 0).queue = w :: ws) :
     Kernel.select { Papers.Claims.Svf.program with sessions := n } m 0 (w :: ws) < ws.length + 1 ∧
     ∀ x ∈ w :: ws,
       Kernel.getAt (Kernel.getThread m.threads
           (Kernel.getWaiter (w :: ws) (Kernel.select { Papers.Claims.Svf.program with sessions := n } m 0 (w :: ws))).thread).attrs 6 ≤
         Kernel.getAt (Kernel.getThread m.threads x.thread).attrs 6 := by
   have hk : Kernel.getKeys { Papers.Claims.Svf.program with sessions := n }.queueKeys 0 = [.attr 6] := rfl
-  have h := Kernel.select_least { Papers.Claims.Svf.program with sessions := n } m 0 w ws (by rw [hk]; simp) hhead
+  have h := Kernel.select_least_of_headFree { Papers.Claims.Svf.program with sessions := n } m hm 0
+    (by rw [hk]; simp) w ws hq
   refine ⟨h.1, fun x hx => ?_⟩
   have hx := h.2 x hx
   rw [hk] at hx
   exact Kernel.keysBefore_single _ _ hx
+
+/-- `svf.sq`'s program preempts nothing, so no waiting hold of any of its runs is a preempted one put
+back (`Serq.Kernel.runProgram_headFree`): at the end of every run, for every number of sessions and every
+fuel, and at every point of it (every function of the machine keeps `HeadFree`), so
+`svf_admits_least_volume` applies at every admission. -/
+theorem svf_headFree (n fuel : Nat) :
+    Kernel.HeadFree (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools := by
+  have hn : Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
+  exact Kernel.runProgram_headFree _ fuel (Kernel.NoPreemption.of_check _ hn)
 
 /-- SVF's bound for every batch of volumes, on the abstract server: served shortest first from time 0
 without idling (`ShortestFirst vols order`, ties in any order), the completion times total
@@ -55,5 +66,44 @@ theorem svf_shortest_first_bound (vols order : List Nat) (h : ShortestFirst vols
     ∀ jobs : List (Nat × Nat), (sizes jobs).Perm vols → (∀ t, sumSizesDoneBy t jobs ≤ 1 * t) →
       sumNat (completionsFrom 0 order) ≤ sumCompletions jobs :=
   ⟨shortestFirst_total h, shortestFirst_queueing h, fun jobs hs rate => shortestFirst_optimal h jobs hs rate⟩
+
+/-! ### Batches of up to 16 sessions, decided -/
+
+/-- The run of `svf.sq`'s program with `n` sessions and the claims' fuel ended (no session live, no
+run-time error) and its total latency is `prefix_total` of its observed volumes. -/
+def svfAttains (n : Nat) : Bool :=
+  let m := Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel
+  m.ended && (sumNat (Kernel.responses m.threads) == prefixTotal (Kernel.observedValues 0 m.threads))
+
+/-- `svf_attains` for every batch of at most 16 sessions (volumes `1 + (3 · serial) % 5`), decided by
+the kernel on each run (the fuel of 1000 suffices for each). -/
+theorem svf_attains_upto : ∀ n, n < 17 → svfAttains n = true := by decide +kernel
+
+/-- The claim's bound (its generated predicate over the program with `n` sessions) for every batch of at
+most 16 sessions: the run ended, and `2 · (Σ latency − Σ vol) ≤ 2 · (prefix_total(vol) − Σ vol)`. -/
+theorem svf_queueing_upto (n : Nat) (hn : n < 17) :
+    Kernel.AtEndOfRun { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel (fun m =>
+      decide (((2 : Int) * (((sumNat (Kernel.responses m.threads) : Nat) : Int) -
+        ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int))) ≤
+      ((2 : Int) * (((prefixTotal (Kernel.observedValues 0 m.threads) : Nat) : Int) -
+        ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int))))) := by
+  have h := svf_attains_upto n hn
+  simp only [svfAttains, Bool.and_eq_true, beq_iff_eq] at h
+  refine ⟨h.1, ?_⟩
+  simp only [h.2, decide_eq_true_eq]
+  exact Int.le_refl _
+
+/-- The competitive ratio 1 for every batch of at most 16 sessions: every feasible one-at-a-time schedule
+of the run's volumes has a total completion time at least the run's total latency (`Serq.spt_optimal`). -/
+theorem svf_competitive_upto (n : Nat) (hn : n < 17) (jobs : List (Nat × Nat))
+    (hsizes : (sizes jobs).Perm (Kernel.observedValues 0
+      (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel).threads))
+    (rate : ∀ t, sumSizesDoneBy t jobs ≤ 1 * t) :
+    sumNat (Kernel.responses
+      (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel).threads) ≤
+      sumCompletions jobs := by
+  have h := svf_attains_upto n hn
+  simp only [svfAttains, Bool.and_eq_true, beq_iff_eq] at h
+  exact spt_optimal _ _ h.2 jobs hsizes rate
 
 end Papers
