@@ -46,6 +46,23 @@ theorem svf_admits_least_volume (n : Nat) (m : Kernel.Machine) (hm : Kernel.Head
   rw [hk] at hx
   exact Kernel.keysBefore_single _ _ hx
 
+/-- Ties go to the request that joined first: on the same machines as `svf_admits_least_volume`,
+every request ahead of the admitted one in the `reqs` queue has a volume strictly greater
+(`Serq.Kernel.select_first`). -/
+theorem svf_admits_first_least (n : Nat) (m : Kernel.Machine) (hm : Kernel.HeadFree m.pools)
+    (w : Kernel.Waiter) (ws : List Kernel.Waiter) (hq : (Kernel.getPool m.pools 0).queue = w :: ws) :
+    ∀ k < Kernel.select { Papers.Claims.Svf.program with sessions := n } m 0 (w :: ws),
+      Kernel.getAt (Kernel.getThread m.threads
+          (Kernel.getWaiter (w :: ws) (Kernel.select { Papers.Claims.Svf.program with sessions := n } m 0 (w :: ws))).thread).attrs 6 <
+        Kernel.getAt (Kernel.getThread m.threads (Kernel.getWaiter (w :: ws) k).thread).attrs 6 := by
+  have hk : Kernel.getKeys { Papers.Claims.Svf.program with sessions := n }.queueKeys 0 = [.attr 6] := rfl
+  have hh : w.head = false := hm.get 0 w (by rw [hq]; simp)
+  have h := Kernel.select_first { Papers.Claims.Svf.program with sessions := n } m 0 w ws (by rw [hk]; simp) hh
+  intro k hk'
+  have hx := h k hk'
+  rw [hk] at hx
+  exact Kernel.keysBefore_single_lt _ _ hx
+
 /-- `svf.sq`'s program preempts nothing, so no waiting hold of any of its runs is a preempted one put
 back (`Serq.Kernel.runProgram_headFree`): at the end of every run, for every number of sessions and every
 fuel, and at every point of it (every function of the machine keeps `HeadFree`), so
