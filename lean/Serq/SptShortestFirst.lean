@@ -124,6 +124,20 @@ theorem shortestFirst_queueing {W order : List Nat} (h : ShortestFirst W order) 
   rw [shortestFirst_total h]
   exact Int.le_refl _
 
+/-- A sum does not depend on the order. -/
+theorem sumNat_perm {l₁ l₂ : List Nat} (h : l₁.Perm l₂) : sumNat l₁ = sumNat l₂ := by
+  induction h with
+  | nil => rfl
+  | cons x _ ih => simp only [sumNat, ih]
+  | swap x y l => simp only [sumNat]; omega
+  | trans _ _ ih₁ ih₂ => exact ih₁.trans ih₂
+
+/-- Any list of completion times that is, in some order, the completions of a shortest-first service
+from time 0 totals `prefixTotal W`. -/
+theorem shortestFirst_total_perm {W order cs : List Nat} (h : ShortestFirst W order)
+    (hc : cs.Perm (completionsFrom 0 order)) : sumNat cs = prefixTotal W := by
+  rw [sumNat_perm hc, shortestFirst_total h]
+
 example : ShortestFirst [3, 1, 2, 1] (sortAsc [3, 1, 2, 1]) := shortestFirst_sortAsc 4 _ (by decide)
 example : sumNat (completionsFrom 0 [1, 1, 2, 3, 4, 5]) = prefixTotal [1, 4, 2, 5, 3, 1] := by decide
 

@@ -18,6 +18,9 @@ by the kernel. The bound for every batch splits in three:
   `Serq.shortestFirst_queueing`, `Serq.shortestFirst_optimal`, lean/Serq/SptShortestFirst.lean);
 * between them, open: that the kernel's run of this program is that server (one request at a time, no
   idle iteration from 0, a request's response the sum of the volumes served before it and its own).
+  `svf_bound_of_server` states the claim for every `n` and fuel from that one hypothesis (the run's
+  responses are, in some order, a shortest-first service's completions), and `svf_server_upto` decides
+  the hypothesis on every batch of at most 16 sessions.
 -/
 
 @[expose] public section
@@ -84,6 +87,32 @@ theorem svf_shortest_first_bound (vols order : List Nat) (h : ShortestFirst vols
       sumNat (completionsFrom 0 order) ≤ sumCompletions jobs :=
   ⟨shortestFirst_total h, shortestFirst_queueing h, fun jobs hs rate => shortestFirst_optimal h jobs hs rate⟩
 
+/-- **What remains for every batch, as one hypothesis.** For every number of sessions `n` and every fuel:
+if the run's responses are, in some order, the completion times of a shortest-first service of its
+observed volumes from time 0 without idling (an `order` with `ShortestFirst vols order`; the kernel's run
+being that server is what is not proved), then its total latency is `prefix_total(vol)`, the claim's
+inequality holds with `c = 2`, and no feasible one-at-a-time schedule of the same volumes has a smaller
+total. -/
+theorem svf_bound_of_server (n fuel : Nat) (order : List Nat)
+    (hsf : ShortestFirst (Kernel.observedValues 0
+      (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads) order)
+    (hresp : (Kernel.responses (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads).Perm
+      (completionsFrom 0 order)) :
+    let m := Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel
+    sumNat (Kernel.responses m.threads) = prefixTotal (Kernel.observedValues 0 m.threads) ∧
+    (2 : Int) * (((sumNat (Kernel.responses m.threads) : Nat) : Int) -
+        ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int)) ≤
+      (2 : Int) * (((prefixTotal (Kernel.observedValues 0 m.threads) : Nat) : Int) -
+        ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int)) ∧
+    ∀ jobs : List (Nat × Nat), (sizes jobs).Perm (Kernel.observedValues 0 m.threads) →
+      (∀ t, sumSizesDoneBy t jobs ≤ 1 * t) → sumNat (Kernel.responses m.threads) ≤ sumCompletions jobs := by
+  intro m
+  have ht : sumNat (Kernel.responses m.threads) = prefixTotal (Kernel.observedValues 0 m.threads) :=
+    shortestFirst_total_perm hsf hresp
+  refine ⟨ht, ?_, fun jobs hs rate => spt_optimal _ _ ht jobs hs rate⟩
+  rw [ht]
+  exact Int.le_refl _
+
 /-! ### Batches of up to 16 sessions, decided -/
 
 /-- The run of `svf.sq`'s program with `n` sessions and the claims' fuel ended (no session live, no
@@ -122,5 +151,22 @@ theorem svf_competitive_upto (n : Nat) (hn : n < 17) (jobs : List (Nat × Nat))
   have h := svf_attains_upto n hn
   simp only [svfAttains, Bool.and_eq_true, beq_iff_eq] at h
   exact spt_optimal _ _ h.2 jobs hsizes rate
+
+/-- `svf_bound_of_server`'s hypothesis holds on every batch of at most 16 sessions: the run's responses
+are, in some order, the completions of its volumes served in ascending order from time 0
+(`completionsFrom 0 (sortAsc vols)`, decided by the kernel), an order that is shortest first
+(`shortestFirst_sortAsc`). -/
+theorem svf_server_upto (n : Nat) (hn : n < 17) :
+    let m := Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel
+    ShortestFirst (Kernel.observedValues 0 m.threads) (sortAsc (Kernel.observedValues 0 m.threads)) ∧
+    (Kernel.responses m.threads).Perm (completionsFrom 0 (sortAsc (Kernel.observedValues 0 m.threads))) := by
+  intro m
+  have h : ∀ n, n < 17 →
+      (Kernel.responses (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n }
+        Papers.Claims.Svf.fuel).threads).Perm
+      (completionsFrom 0 (sortAsc (Kernel.observedValues 0
+        (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel).threads))) := by
+    decide +kernel
+  exact ⟨shortestFirst_sortAsc _ _ (Nat.le_refl _), h n hn⟩
 
 end Papers
