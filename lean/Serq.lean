@@ -48,6 +48,9 @@ public import Serq.KernelKv
 public import Serq.KernelKvRun
 public import Serq.KernelFound
 public import Serq.KernelFoundRun
+public import Serq.KernelSelect
+public import Serq.KernelSelectRun
+public import Serq.SptShortestFirst
 
 /-! # serQ in Lean
 
