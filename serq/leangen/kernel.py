@@ -812,17 +812,24 @@ def recorded(program: ir.Program, kp: KernelProgram, base: Path | None = None) -
     return recorded_run(program, kp, base)[0]
 
 
-def recorded_run(program: ir.Program, kp: KernelProgram,
-                 base: Path | None = None) -> tuple[list[SessionRecord], list[tuple[tuple[int, ...], ...]]]:
+class RunNotEnded(ValueError):
+    """The run was still going at the horizon it was given (`recorded_run`'s `horizon`)."""
+
+
+def recorded_run(program: ir.Program, kp: KernelProgram, base: Path | None = None,
+                 horizon: float = math.inf) -> tuple[list[SessionRecord], list[tuple[tuple[int, ...], ...]]]:
     """`recorded`, and per stage the iterations its engine ran (`ITERATION_FIELDS` each, in the order
-    run; none for a stage that is no engine)."""
+    run; none for a stage that is no engine). A finite `horizon`: a run still going then raises
+    RunNotEnded (a program's whole run is what the kernel's is compared with)."""
     from serq.sim.engine import Engine
-    E = Engine(program, seed=program.settings.seed, horizon=math.inf, warmup=0.0,
+    E = Engine(program, seed=program.settings.seed, horizon=horizon, warmup=0.0,
                arrivals=kp.sessions if kp.gap else None,
                base_dir=str(base) if base is not None else None, log_turns=True)
     for st in E.step_stages:
         st.records = []
     E.run()
+    if E.stop_reason == "horizon":
+        raise RunNotEnded(f"the run was still going at time {horizon:g}")
     n = kp.sessions
     answers: list[list] = [[] for _ in range(n)]
     observations: list[list] = [[] for _ in range(n)]

@@ -11,6 +11,7 @@ Lean batch.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,10 +41,11 @@ class KernelObserved:
     records: tuple[tuple[tuple[int, ...], ...], ...] = ()  # per stage, its engine's iterations (none: no engine)
 
 
-def observe_kernel(case: KernelCase) -> KernelObserved:
-    """The case's Lean value and what the reference interpreter recorded of its run."""
+def observe_kernel(case: KernelCase, horizon: float = math.inf) -> KernelObserved:
+    """The case's Lean value and what the reference interpreter recorded of its run (a run still going at
+    `horizon` raises serq.leangen.kernel.RunNotEnded)."""
     value = kernel_program(case.program, Path("."))
-    sessions, records = recorded_run(case.program, value)
+    sessions, records = recorded_run(case.program, value, horizon=horizon)
     return KernelObserved(value, tuple(sessions), tuple(records))
 
 

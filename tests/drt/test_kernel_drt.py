@@ -30,6 +30,7 @@ from kernel_strategies import is_traced, kernel_case, kernel_cases, trace_folder
 from serq.ir import models as ir
 from serq.ir.validate import validate
 from serq.leangen.kernel import recorded_run
+from serq.leangen.kernel_shrink import write_shrunk_reproducer
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
                                      observe_kernel, run_compiled, write_kernel_reproducer)
 from serq.sim.compile import ProgramCompiler
@@ -71,9 +72,9 @@ def test_lean_agrees_on_generated_kernel_programs():
     failures = check_kernel_in_lean(COLLECTED)
     if failures:
         first = min(failures, key=lambda f: f.case.size())
-        path = write_kernel_reproducer(first.case, first.observed, FAILURES / f"kernel{first.case_id}")
+        path, shrunk = write_shrunk_reproducer(first.case, first.observed, FAILURES / f"kernel{first.case_id}")
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} kernel cases diverge; the smallest is {path} "
-                    f"(serq run {path}); Lean said: {first.message[:500]}")
+                    f"(serq run {path}), {shrunk}; Lean said: {first.message[:500]}")
     traced = sum(is_traced(case.program) for _, case, _ in COLLECTED)
     report_drt(f"kernel, decide +kernel: {len(COLLECTED)} generated programs ({answers} turns, {observations} "
                f"observations; {traced} replay a trace), 0 divergences, {time.monotonic() - t0:.0f} s")
@@ -554,9 +555,9 @@ def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
     if diverging:
         seed = min(diverging)
         case = kernel_case(random.Random(seed))
-        path = write_kernel_reproducer(case, observe_kernel(case), FAILURES / f"kernel-seed{seed}")
+        path, shrunk = write_shrunk_reproducer(case, observe_kernel(case), FAILURES / f"kernel-seed{seed}")
         pytest.fail(f"{len(diverging)} of {len(items)} compiled kernel cases diverge; the first is seed {seed} "
-                    f"(kernel_case(random.Random({seed})), written to {path})")
+                    f"(kernel_case(random.Random({seed})), written to {path}, {shrunk})")
     assert set(verdict.diverging) == {i for i, _, _ in planted}, "a planted bug was not caught"
     assert verdict.agreeing == len(items)
     traced = sum(obs.value.trace is not None for _, _, obs in items)

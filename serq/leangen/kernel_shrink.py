@@ -1,0 +1,273 @@
+"""Shrinking a divergent kernel case to a small program that still diverges.
+
+A generated program that the interpreter and `Serq.Kernel` disagree on is as large as the generator
+drew it: pools, engines and statements that have nothing to do with the disagreement. `shrink` makes it
+small before it is written out (`serq.leangen.kernel_drt.write_kernel_reproducer`): it tries every
+one-step simplification of the program at once (`simplifications`: fewer sessions, a statement
+dropped, a compound statement replaced by its body or an arm, an expression replaced by a constant or
+by one of its parts, a number made smaller, a pool or stage no statement names dropped), keeps the
+smallest that is still a program of the fragment, still runs in the interpreter and still diverges,
+and starts again from it until no simplification diverges (delta debugging's greedy descent).
+
+Whether candidates diverge is asked of an oracle, a batch at a time (`Oracle`): one Lean process a
+round checks every candidate of that round (`lean_oracle`, the compiled path of
+`serq.leangen.kernel_drt`), so a shrink costs a Lean start-up per round, not per candidate. The
+simplifications work on the program's JSON form, where statements and expressions are the objects
+whose `kind` names them, so that every IR construct is shrunk the same way without a case per model.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from serq.errors import SerqError
+from serq.ir import models as ir
+from serq.ir.validate import validate
+from serq.leangen.kernel_drt import (KernelCase, KernelObserved, observe_kernel, run_compiled,
+                                     write_kernel_reproducer)
+from serq.sim.engine import SimRunError
+
+#: the `kind` of every statement and of every expression in the IR's JSON form
+STATEMENT_KINDS = frozenset({"turn", "set", "observe", "hold", "grow", "drop", "release", "load", "run", "branch",
+                             "while", "loop", "fork", "join", "choose", "end"})
+EXPRESSION_KINDS = frozenset({"num", "inf", "attr", "ctx", "reg", "unary", "binary", "cond", "call", "draw",
+                              "cost", "pool_obs", "stage_obs", "observed"})
+#: an expression's parts that are expressions themselves (a simplification may put one in its place)
+_EXPRESSION_PARTS = ("arg", "lhs", "rhs", "test", "then", "otherwise")
+
+#: Given usable candidates, which diverge (one verdict per candidate, in order).
+Oracle = Callable[[list[tuple[KernelCase, KernelObserved]]], list[bool]]
+
+
+@dataclass(frozen=True)
+class Shrunk:
+    case: KernelCase
+    observed: KernelObserved
+    rounds: int  # the rounds that found a smaller diverging program
+    tried: int  # the candidates the oracle judged
+    complete: bool  # no simplification of `case` diverges (False: a bound on rounds or time stopped it)
+
+
+def shrink(case: KernelCase, oracle: Oracle, batch: int = 400, max_rounds: int = 60,
+           seconds: float = math.inf,
+           observe: Callable[[KernelCase, float], KernelObserved] = observe_kernel) -> Shrunk:
+    """The smallest diverging program the greedy descent reaches from `case` (itself when nothing
+    smaller diverges). Each round takes the simplifications smallest first and asks the oracle about
+    them `batch` at a time, until a batch has one that diverges; the smallest of those is the next
+    round's program. `observe(case, horizon)` runs a candidate in the interpreter; a candidate it refuses
+    (outside the fragment, invalid, a run-time error, a run not ended by the horizon) is not one the
+    oracle sees. The descent stops after `max_rounds` rounds or once `seconds` have passed, with the
+    smallest diverging program found so far (`complete` False)."""
+    clock0 = time.monotonic()
+    best, best_observed = case, observe(case)
+    # a simplification can make a run endless (a loop's guard made 1): a candidate still running at
+    # twice the original run's last event (and a margin) is no smaller reproducer
+    horizon = 2 * last_event(best_observed) + 100
+    rounds = tried = 0
+    while True:
+        if rounds == max_rounds or time.monotonic() - clock0 > seconds:
+            return Shrunk(best, best_observed, rounds, tried, complete=False)
+        found = None
+        usable: list[tuple[KernelCase, KernelObserved]] = []
+        candidates = sorted(simplifications(best.program), key=measure)
+        for k, program in enumerate(candidates):
+            candidate = KernelCase(program)
+            try:
+                validate(program)
+                usable.append((candidate, observe(candidate, horizon)))
+            except (SerqError, SimRunError, ValueError):
+                # not a program of the fragment (SerqError), one the interpreter stops with a run-time
+                # error, or one that computes what is not a natural number or does not end (ValueError)
+                pass
+            if usable and (len(usable) == batch or k == len(candidates) - 1):
+                tried += len(usable)
+                diverging = [pair for pair, diverges in zip(usable, oracle(usable)) if diverges]
+                usable = []
+                if diverging:  # (the batch is in ascending measure: its first diverging is its least)
+                    found = diverging[0]
+                    break
+        if found is None:
+            return Shrunk(best, best_observed, rounds, tried, complete=True)
+        best, best_observed = found
+        rounds += 1
+
+
+def last_event(observed: KernelObserved) -> int:
+    """The time of the run's last answer, observation or iteration start."""
+    times = [0]
+    for s in observed.sessions:
+        times += [answered for _, _, _, answered in s.answers] + [t for _, _, _, t, _ in s.observations]
+    for records in observed.records:
+        times += [r[0] for r in records]  # (ITERATION_FIELDS[0], the start)
+    return max(times)
+
+
+def lean_oracle(folder: Path | None = None) -> Oracle:
+    """Each candidate checked by the compiled Lean driver against what the interpreter recorded: one Lean
+    process a round."""
+    def judge(items: list[tuple[KernelCase, KernelObserved]]) -> list[bool]:
+        verdict = run_compiled([(i, case, observed) for i, (case, observed) in enumerate(items)], folder)
+        diverging = set(verdict.diverging) | set(verdict.unreadable)
+        return [i in diverging for i in range(len(items))]
+    return judge
+
+
+# ------------------------------------------------------------------ one-step simplifications
+def simplifications(program: ir.Program) -> Iterator[ir.Program]:
+    """Every program one simplification away from `program`, each smaller by `measure` (a candidate the
+    IR's models refuse is skipped here; the fragment's and the interpreter's refusals are `shrink`'s)."""
+    tree = json.loads(ir.to_json(program))
+    bound = measure(program)
+    for candidate in _candidate_trees(tree):
+        try:
+            smaller = ir.from_json(json.dumps(candidate))
+        except ValueError:  # (pydantic's ValidationError is one)
+            continue
+        if measure(smaller) < bound:
+            yield smaller
+
+
+def measure(program: ir.Program) -> tuple[int, float]:
+    """What the descent makes smaller: the program's JSON length, then the sum of its numbers (so that a
+    number halved, which may keep its length, counts as smaller)."""
+    text = ir.to_json(program)
+    return len(text), sum(abs(v) for _, v in _numbers(json.loads(text), ()))
+
+
+def _candidate_trees(tree: dict) -> Iterator[dict]:
+    yield from _fewer_sessions(tree)
+    yield from _unnamed_declarations_dropped(tree)
+    for path, block in _statement_blocks(tree, ()):
+        for i, stmt in enumerate(block):
+            yield _replaced(tree, path, block[:i] + block[i + 1:])
+            for inner in _inner_blocks(stmt):
+                yield _replaced(tree, path, block[:i] + inner + block[i + 1:])
+    for path, expr in _expressions(tree, ()):
+        for simpler in _simpler_expressions(expr):
+            yield _replaced(tree, path, simpler)
+    for path, value in _numbers(tree, ()):
+        for smaller in _smaller_numbers(value):
+            yield _replaced(tree, path, smaller)
+
+
+def _fewer_sessions(tree: dict) -> Iterator[dict]:
+    arrival = tree["workload"]["arrival"]
+    n = arrival.get("sessions")
+    if arrival["kind"] in ("batch", "closed") and isinstance(n, int) and n > 1:
+        for fewer in sorted({1, n // 2, n - 1}):
+            yield _replaced(tree, ("workload", "arrival", "sessions"), fewer)
+    arrivals = tree.get("settings", {}).get("arrivals")
+    if isinstance(arrivals, int) and arrivals > 1:
+        for fewer in sorted({1, arrivals // 2, arrivals - 1}):
+            yield _replaced(tree, ("settings", "arrivals"), fewer)
+
+
+def _unnamed_declarations_dropped(tree: dict) -> Iterator[dict]:
+    """A pool, stage, gauge, claim or attribute taken out of the program (validation, or the fragment's
+    export, refuses those still named or needed)."""
+    for field in ("pools", "stages", "gauges", "claims", "attributes"):
+        items = tree.get(field) or []
+        for i in range(len(items)):
+            yield _replaced(tree, (field,), items[:i] + items[i + 1:])
+
+
+def _statement_blocks(node, path: tuple) -> Iterator[tuple[tuple, list]]:
+    """Every list of statements in the tree, outermost first, with its path."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _statement_blocks(value, path + (key,))
+    elif isinstance(node, list):
+        if node and all(isinstance(x, dict) and x.get("kind") in STATEMENT_KINDS for x in node):
+            yield path, node
+        for i, value in enumerate(node):
+            yield from _statement_blocks(value, path + (i,))
+
+
+def _inner_blocks(stmt: dict) -> Iterator[list]:
+    """A compound statement's bodies, each of which may stand in its place."""
+    for key in ("body", "then", "otherwise"):
+        inner = stmt.get(key)
+        if isinstance(inner, list):
+            yield inner
+
+
+def _expressions(node, path: tuple) -> Iterator[tuple[tuple, dict]]:
+    if isinstance(node, dict):
+        if node.get("kind") in EXPRESSION_KINDS and "at" not in node:
+            yield path, node
+        for key, value in node.items():
+            yield from _expressions(value, path + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _expressions(value, path + (i,))
+
+
+def _simpler_expressions(expr: dict) -> Iterator[dict]:
+    if expr["kind"] != "num":
+        yield {"kind": "num", "value": 0}
+        yield {"kind": "num", "value": 1}
+    for key in _EXPRESSION_PARTS:
+        part = expr.get(key)
+        if isinstance(part, dict) and part.get("kind") in EXPRESSION_KINDS:
+            yield part
+    for part in expr.get("args") or []:
+        if isinstance(part, dict) and part.get("kind") in EXPRESSION_KINDS:
+            yield part
+
+
+def _numbers(node, path: tuple) -> Iterator[tuple[tuple, int | float]]:
+    """Every number of the tree that is not a location's line or column."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if key in ("at", "settings", "version"):
+                continue
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                yield path + (key,), value
+            else:
+                yield from _numbers(value, path + (key,))
+    elif isinstance(node, list):
+        for i, value in enumerate(node):
+            yield from _numbers(value, path + (i,))
+
+
+def _smaller_numbers(value: int | float) -> Iterator[int]:
+    if value > 1:
+        yield from sorted({1, int(value) // 2, int(value) - 1} - {int(value)})
+    if value == 1:
+        yield 0
+
+
+def _replaced(node, path: tuple, new):
+    """`node` with the value at `path` replaced (copies along the path only)."""
+    if not path:
+        return new
+    head, rest = path[0], path[1:]
+    if isinstance(node, list):
+        out = list(node)
+    else:
+        out = dict(node)
+    out[head] = _replaced(node[head], rest, new)
+    return out
+
+
+
+def write_shrunk_reproducer(case: KernelCase, observed: KernelObserved, folder: Path, oracle: Oracle | None = None,
+                            seconds: float = 600.0) -> tuple[Path, str]:
+    """A divergent case written for a person: its shrunk program in `folder` (`case.json`, `case.lean`, as
+    `write_kernel_reproducer` writes them) and the program as generated in `folder/generated`. The oracle
+    is Lean's compiled driver unless one is given. Returns the shrunk case's path and a line that says how
+    far it shrank (or why it did not: the generated case is then the one in `folder`)."""
+    generated = write_kernel_reproducer(case, observed, folder / "generated")
+    try:
+        shrunk = shrink(case, oracle or lean_oracle(), seconds=seconds)
+    except (RuntimeError, OSError, SerqError) as e:  # (the Lean driver failed: the generated case stands)
+        return write_kernel_reproducer(case, observed, folder), f"not shrunk ({e}); generated: {generated}"
+    path = write_kernel_reproducer(shrunk.case, shrunk.observed, folder)
+    how = "a local minimum" if shrunk.complete else "stopped by its bound on rounds or time"
+    return path, (f"shrunk in {shrunk.rounds} rounds ({shrunk.tried} candidates judged, {how}) from "
+                  f"{case.size()} to {shrunk.case.size()} characters of IR; generated: {generated}")

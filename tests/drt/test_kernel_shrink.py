@@ -1,0 +1,150 @@
+"""Shrinking a divergent kernel case (serq.leangen.kernel_shrink): the planted bugs of
+test_kernel_drt.py are the divergences. Their oracle here is the interpreter itself, run with and
+without the bug (the interpreter without it agrees with Lean on every generated case: that is what
+test_kernel_drt.py checks), so these tests need no Lean, except the last, which checks in Lean that
+the shrunk programs still diverge."""
+
+from __future__ import annotations
+
+import random
+import subprocess
+import sys
+
+import pytest
+
+from kernel_strategies import kernel_case
+from serq.errors import SerqError
+from serq.ir import models as ir
+from serq.ir.validate import validate
+from serq.leangen.kernel import RunNotEnded, kernel_program
+from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel
+from serq.leangen.kernel_shrink import measure, shrink, simplifications, write_shrunk_reproducer
+from serq.link import link_text
+from serq.sim.engine import SimRunError
+from test_kernel_drt import PLANTED, _planted_cases
+
+
+def planted_oracle(bug: str):
+    """A candidate diverges when the planted bug changes what the interpreter records of it."""
+    def judge(items: list[tuple[KernelCase, KernelObserved]]) -> list[bool]:
+        verdicts = []
+        for case, right in items:
+            try:
+                sessions, records = PLANTED[bug](case, right)
+            except (SerqError, SimRunError, ValueError):  # the bug breaks the run: not this divergence
+                verdicts.append(False)
+                continue
+            verdicts.append((tuple(sessions), tuple(records)) != (right.sessions, right.records))
+        return verdicts
+    return judge
+
+
+@pytest.fixture(scope="module")
+def while_runs_once():
+    _, case, _ = _planted_cases("while_runs_once")[0]
+    return case, shrink(case, planted_oracle("while_runs_once"), batch=20)
+
+
+def test_a_planted_bug_shrinks_to_what_it_needs(while_runs_once):
+    """`while_runs_once` (a `while` runs its body once, whatever its guard): its first generated case, a
+    program of pools, stages and a server, shrinks to the sessions alone: a turn, then `while (more)
+    { turn; }` (the generated sessions' loop, its guard the trace's attribute), with no server, pool or
+    stage, and still diverges; a smaller program than the generator drew, by a factor of eight."""
+    case, shrunk = while_runs_once
+    program = shrunk.case.program
+    session = [s.model_dump(exclude_none=True) for s in program.workload.session]
+    assert session == [{"kind": "turn"},
+                       {"kind": "while", "test": {"kind": "attr", "name": "more"}, "body": [{"kind": "turn"}]}]
+    assert program.server == [] and program.pools == [] and program.stages == []
+    assert planted_oracle("while_runs_once")([(shrunk.case, shrunk.observed)]) == [True]
+    assert 8 * len(ir.to_json(program)) < len(ir.to_json(case.program))
+    assert shrunk.rounds >= 3 and shrunk.complete
+
+
+def test_the_shrunk_program_is_a_valid_program_of_the_fragment(while_runs_once):
+    _, shrunk = while_runs_once
+    validate(shrunk.case.program)
+    kernel_program(shrunk.case.program, None)
+    assert observe_kernel(shrunk.case) == shrunk.observed
+
+
+def test_no_simplification_of_the_shrunk_program_diverges(while_runs_once):
+    """The descent stops at a local minimum: every program one simplification smaller either is not a
+    usable case or does not diverge."""
+    _, shrunk = while_runs_once
+    usable = []
+    for program in simplifications(shrunk.case.program):
+        try:
+            validate(program)
+            usable.append((KernelCase(program), observe_kernel(KernelCase(program), 1000)))
+        except (SerqError, SimRunError, ValueError):
+            continue
+    assert usable, "the shrunk program has simpler programs of the fragment"
+    assert not any(planted_oracle("while_runs_once")(usable))
+
+
+def test_every_simplification_is_smaller():
+    case = kernel_case(random.Random(11))
+    bound = measure(case.program)
+    candidates = list(simplifications(case.program))
+    assert len(candidates) > 50
+    assert all(measure(p) < bound for p in candidates)
+    # among them: one statement fewer in the server, and fewer sessions
+    assert any(len(p.server) == len(case.program.server) - 1 for p in candidates)
+
+
+def test_another_planted_bug_shrinks_and_still_diverges():
+    """A bug in the pools' queue (a fifo queue served newest first): its first case shrinks to a program
+    less than a third of the generated one's size that still diverges."""
+    _, case, _ = _planted_cases("fifo_serves_newest")[0]
+    shrunk = shrink(case, planted_oracle("fifo_serves_newest"), batch=20)
+    assert planted_oracle("fifo_serves_newest")([(shrunk.case, shrunk.observed)]) == [True]
+    assert 3 * len(ir.to_json(shrunk.case.program)) < len(ir.to_json(case.program))
+
+
+def test_a_divergence_is_written_shrunk_beside_its_generated_program(tmp_path, while_runs_once):
+    """`write_shrunk_reproducer`: the shrunk program in the folder, the generated one in `generated/`,
+    each rerunnable by `serq run` (given the shrunk program, which shrinks no further, for speed)."""
+    _, shrunk = while_runs_once
+    path, said = write_shrunk_reproducer(shrunk.case, shrunk.observed, tmp_path / "kernel0",
+                                         oracle=planted_oracle("while_runs_once"))
+    assert path == tmp_path / "kernel0" / "case.json" and (tmp_path / "kernel0" / "generated" / "case.json").exists()
+    written = ir.from_json(path.read_text())  # (its trace copied beside it and named relatively)
+    assert (written.workload.session, written.server) == (shrunk.case.program.workload.session, [])
+    assert said.startswith("shrunk in 0 rounds") and "a local minimum" in said
+    for folder in (path.parent, path.parent / "generated"):
+        run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(folder / "case.json")],
+                             capture_output=True, text=True)
+        assert run.returncode == 0, run.stderr
+
+
+LOOPS_FOREVER = """
+fn main() {
+  stage d: delay;
+  workload {
+    arrive batch(1);
+    session { loop { turn; } }
+  }
+  server { run d (cost(d, 1)); }
+}
+"""
+
+
+def test_a_run_that_does_not_end_by_the_horizon_is_refused():
+    """A simplification can make a run endless (a loop's guard made 1); `shrink` runs candidates to a
+    horizon, and one still going then is no candidate."""
+    program = link_text(LOOPS_FOREVER, "loops.sq")
+    with pytest.raises(RunNotEnded, match="still going at time 50"):
+        observe_kernel(KernelCase(program), horizon=50)
+
+
+@pytest.mark.lean
+def test_the_shrunk_programs_diverge_in_lean(while_runs_once):
+    """What the oracle above stands in for: Lean (decide +kernel) refutes the buggy interpreter's record
+    of the shrunk program."""
+    _, shrunk = while_runs_once
+    case = shrunk.case
+    sessions, records = PLANTED["while_runs_once"](case, shrunk.observed)
+    wrong = KernelObserved(shrunk.observed.value, tuple(sessions), tuple(records))
+    failures = check_kernel_in_lean([(0, case, wrong), (1, case, shrunk.observed)])
+    assert [f.case_id for f in failures] == [0]
