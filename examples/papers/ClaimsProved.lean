@@ -466,17 +466,15 @@ theorem svf_requests_every_run (n fuel : Nat) :
 
 /-- KV conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
 `Serq.Kernel.runProgram_kv_conserved` (lean/Serq/KernelKvRun.lean): at the end of every run (and at every
-point of it) every pool's allocations and cache are within its cap. The hypotheses (its hold statements name
-each pool once, no preemption) are decided on the program's value. -/
+point of it) every pool's allocations and cache are within its cap. The hypothesis (its hold statements name
+each pool once) is decided on the program's value. -/
 theorem svf_kv_conserved (n fuel : Nat) :
     ∀ j, (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).used +
       Serq.Kernel.cachedUnits
         (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).entries ≤
       Serq.Kernel.getAt Papers.Claims.Svf.program.caps j := by
   have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
-  have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
-    (Serq.Kernel.NoPreemption.of_check _ h3)
 
 /-- Request conservation's other half for every fuel and any number of sessions of `svf.sq`'s program, an
 instance of `Serq.Kernel.runProgram_placed_once` and `runProgram_open_turn_placed`
