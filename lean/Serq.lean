@@ -49,6 +49,7 @@ public import Serq.KernelKvRun
 public import Serq.KernelOracleKv
 public import Serq.KernelFound
 public import Serq.KernelFoundRun
+public import Serq.KernelFoundPreempt
 
 /-! # serQ in Lean
 
