@@ -46,11 +46,13 @@ public import Serq.KernelOracleDistinct
 public import Serq.KernelRequests
 public import Serq.KernelKv
 public import Serq.KernelKvRun
+public import Serq.KernelOracleKv
 public import Serq.KernelFound
 public import Serq.KernelFoundRun
 public import Serq.KernelSelect
 public import Serq.KernelSelectRun
 public import Serq.SptShortestFirst
+public import Serq.KernelFoundPreempt
 
 /-! # serQ in Lean
 

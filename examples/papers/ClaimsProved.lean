@@ -26,7 +26,7 @@ public import Serq.SptOptimal
 public import Serq.KernelConserve
 public import Serq.KernelRequests
 public import Serq.KernelKvRun
-public import Serq.KernelFoundRun
+public import Serq.KernelFoundPreempt
 
 /-! # The proofs of the paper programs' claims
 
@@ -466,25 +466,24 @@ theorem svf_requests_every_run (n fuel : Nat) :
 
 /-- KV conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
 `Serq.Kernel.runProgram_kv_conserved` (lean/Serq/KernelKvRun.lean): at the end of every run (and at every
-point of it) every pool's allocations and cache are within its cap. The hypotheses (its hold statements name
-each pool once, no preemption) are decided on the program's value. -/
+point of it) every pool's allocations and cache are within its cap. The hypothesis (its hold statements name
+each pool once) is decided on the program's value. -/
 theorem svf_kv_conserved (n fuel : Nat) :
     ∀ j, (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).used +
       Serq.Kernel.cachedUnits
         (Serq.Kernel.getPool (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).pools j).entries ≤
       Serq.Kernel.getAt Papers.Claims.Svf.program.caps j := by
   have h1 : Papers.Claims.Svf.program.allStmts Serq.Kernel.holdsOnceOn = true := by decide +kernel
-  have h3 : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   exact Serq.Kernel.runProgram_kv_conserved { Papers.Claims.Svf.program with sessions := n } fuel h1
-    (Serq.Kernel.NoPreemption.of_check _ h3)
 
 /-- Request conservation's other half for every fuel and any number of sessions of `svf.sq`'s program, an
 instance of `Serq.Kernel.runProgram_placed_once` and `runProgram_open_turn_placed`
-(lean/Serq/KernelFoundRun.lean): at the end of every run that ran to its end (neither out of fuel nor
+(lean/Serq/KernelFoundPreempt.lean): at the end of every run that ran to its end (neither out of fuel nor
 failed), every session's thread with something left to run is in exactly one place (ready, a timer, the
 `reqs` queue, the engine's residents), and so is every open turn (submitted, neither answered nor refused),
 which is not answered. The hypotheses (`DistinctProgram`; `FoundProgram`: every statement names an existing
-pool and stage, no preemption, no trace; `TurnsOutside`) are decided on the program's value. -/
+pool and stage, no trace; for the open turn, no preemption and `TurnsOutside`) are decided on the program's
+value. -/
 theorem svf_requests_placed_once (n fuel : Nat)
     (hfuel : (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).outOfFuel = false)
     (hfail : (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).failed = false) :
@@ -507,9 +506,9 @@ theorem svf_requests_placed_once (n fuel : Nat)
       Papers.Claims.Svf.program.allStmts Serq.Kernel.holdBodyTurnFree) = true := by
     decide +kernel
   have hd := Serq.Kernel.DistinctProgram.of_check { Papers.Claims.Svf.program with sessions := n } hc
-  have hf := Serq.Kernel.FoundProgram.of_check { Papers.Claims.Svf.program with sessions := n } hfit hn (Or.inl ha)
+  have hf := Serq.Kernel.FoundProgram.of_check { Papers.Claims.Svf.program with sessions := n } hfit (Or.inl ha)
   exact ⟨fun t hk => Serq.Kernel.runProgram_placed_once _ fuel hd hf hfuel hfail t hk,
-    fun t hin => (Serq.Kernel.runProgram_open_turn_placed _ fuel hd hf (Serq.Kernel.TurnsOutside.of_check _ ht)
-      hfuel hfail t hin).1⟩
+    fun t hin => (Serq.Kernel.runProgram_open_turn_placed _ fuel hd hf (Serq.Kernel.NoPreemption.of_check _ hn)
+      (Serq.Kernel.TurnsOutside.of_check _ ht) hfuel hfail t hin).1⟩
 
 end Papers

@@ -5,14 +5,14 @@ public import Serq.KernelFound
 /-! # Every thread with something left to run is in exactly one place, through every run (issue 14, result 6)
 
 `Serq.KernelFound` has the definitions (`Found`, `Good`, `Finds`, `Fits`), a thread's run (`exec_found`) and
-the settling of an instant (`settle_finds`). This module carries `Found` through an iteration's start (its
-serving, which under `NoPreemption` only grows holds, and its admissions, each of which runs the admitted
-thread at once: `admitOne_kept`), the timers (`fire_finds`: a timer that placed a thread makes it ready or
-sets the next one; a renewal arrival with no next session places only sessions that do not exist), the run's
-start (`initial_good`) and the event loop (`loop_finds`), and gives the theorems: every thread with something
-left to run is placed at least once at the end of every run that was not lost (`runProgram_found`), so,
-with `runProgram_placed`, exactly once (`runProgram_placed_once`); and a session's open turn (submitted, not
-answered) is in exactly one place (`runProgram_open_turn_placed`).
+the settling of an instant (`settle_finds`). This module has what carries `Found` through the functions
+that run no thread (`Kept`: an iteration's serving of one resident, `Machine.served_kept`, a growth,
+`Machine.grown_kept`; an iteration's start, `Finds.start_timer`), a function that runs one (`KeptI`), the
+timers (`fire_finds`: a timer that placed a thread makes it ready or sets the next one; a renewal arrival
+with no next session places only sessions that do not exist) and the run's start (`initial_good`), with
+the program's hypotheses (`FoundProgram`). `Serq.KernelFoundPreempt` adds preemption and carries `Found`
+through the serving, the admissions, the iterations and the event loop, and gives the theorems
+(`runProgram_found`, `runProgram_placed_once`, `runProgram_open_turn_placed`).
 -/
 
 @[expose] public section
@@ -111,36 +111,6 @@ theorem Machine.grown_kept (p : Program) (m : Machine) (t i want : Nat) (h : Hel
   · refine Shape.put (Shape.pools hs _ ?_) _
     exact setPool_queues _ _ _ rfl
 
-theorem Machine.serveOne_kept (p : Program) (hpre : NoPreemption p) (s : Nat) (m : Machine) (b : Batch) (r : Resident)
-    (n : Nat) : Kept p g m (m.serveOne p s b r n).1 := by
-  simp only [Machine.serveOne]
-  repeat' split
-  all_goals first
-    | exact Machine.served_kept m s b r n
-    | exact (Machine.grown_kept p m _ _ _ _).trans (Machine.grown_keeps p m _ _ _ _) (Machine.served_kept _ s b r n)
-    | exact Kept.refl m
-    | exact absurd (hpre _) (by assumption)
-
-theorem serveIn_kept (p : Program) (hpre : NoPreemption p) (s chunk : Nat) (q : Option Expr) :
-    ∀ (ts : List Nat) (m : Machine) (b : Batch), Kept p g m (serveIn p s chunk q ts m b).1 := by
-  intro ts
-  induction ts with
-  | nil => intro m b; exact Kept.refl m
-  | cons t ts ih =>
-    intro m b
-    simp only [serveIn]
-    repeat' split
-    all_goals first
-      | exact Kept.refl _
-      | exact ih _ _
-      | exact Machine.serveOne_kept p hpre _ _ _ _ _
-      | exact (Machine.serveOne_kept p hpre _ _ _ _ _).trans (Machine.serveOne_keeps p _ _ _ _ _) (ih _ _)
-
-theorem serveOrdered_kept (p : Program) (hpre : NoPreemption p) (s : Nat) (m : Machine) (running : List Nat) (chunk : Nat)
-    (q : Option Expr) (b : Batch) (keys : List Expr) (rs : List Resident) :
-    Kept p g m (serveOrdered p s m running chunk q b keys rs).1 := by
-  cases keys <;> simp only [serveOrdered] <;> exact serveIn_kept p hpre s chunk q _ m b
-
 /-- `Kept` for a function that runs a thread: the thread's statements are the program's (`Inv`). -/
 def KeptI (p : Program) (g : Nat) (m m' : Machine) : Prop :=
   (m.Lost → m'.Lost) ∧ (Owned m → Inv p m → Shape p m → Found g m → m'.Lost ∨ (Shape p m' ∧ Found g m'))
@@ -151,132 +121,6 @@ theorem KeptI.trans_kept {p : Program} {a b c : Machine} (h1 : KeptI p g a b) (k
     rcases h1.2 ho hv hs hf with e | ⟨hs', hf'⟩
     · exact Or.inl (h2.1 e)
     · exact h2.2 (k.serial ho) hs' hf'⟩
-
-/-- An engine admits the hold at `j` of pool `i`'s queue: its thread leaves the queue and runs at once (it
-ends placed, ended, or the run lost), then its run, if it started one, is served. -/
-theorem admitOne_kept (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f s chunk i j : Nat) (q : Option Expr)
-    (m : Machine) (b : Batch) (hj : j < countWaiters (getPool m.pools i).queue) :
-    KeptI p g m (admitOne p f s chunk i j q m b).1 := by
-  have hK : Keeps g m (exec p f (m.admitWaiter p (admissionStage chunk b.budget) i j)
-      (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)) :=
-    Keeps.take p f _ (Machine.admitWaiter_serial p m _ i j hj) (fun _ t => Machine.admitWaiter_placed p m _ i j hj t)
-  have hA : KeptI p g m (exec p f (m.admitWaiter p (admissionStage chunk b.budget) i j)
-      (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)) := by
-    have he := exec_found (g := g) p hfit f (m.admitWaiter p (admissionStage chunk b.budget) i j)
-      (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads (getWaiter (getPool m.pools i).queue j).thread)
-    refine ⟨fun h => he.1 h, fun ho hv hs hf => ?_⟩
-    have hv1 := Machine.admitWaiter_inv p m (admissionStage chunk b.budget) i j hv
-    rcases he.2 (hv1.threads.get _) (Machine.admitWaiter_shape m _ i j hs) with e | ⟨hs2, hp, ht, hu⟩
-    · exact Or.inl e
-    · refine Or.inr ⟨hs2, fun x hx => ?_⟩
-      -- the admitted thread's entry is its own: the run's thread is `w.thread`
-      have hw := ho.2.get i _ (getWaiter_mem _ j hj)
-      have hser : (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads
-          (getWaiter (getPool m.pools i).queue j).thread).serial = (getWaiter (getPool m.pools i).queue j).thread := by
-        simp only [Machine.admitWaiter, Machine.put]
-        rcases getThread_setThread m.threads (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial
-            (getWaiter (getPool m.pools i).queue j).thread
-            { getThread m.threads (getWaiter (getPool m.pools i).queue j).thread with
-              attrs := setAt (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs p.cachedAt
-                (admitOn p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
-                  admissionStage chunk b.budget⟩ (isSome (getWaiter (getPool m.pools i).queue j).cache)
-                  (reuseLimit ⟨p.caps, setPool m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j },
-                    (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, admissionStage chunk b.budget⟩
-                    (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
-                    (getWaiter (getPool m.pools i).queue j).reuse)
-                  (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now true 0
-                  (setPool m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j })
-                  (getWaiter (getPool m.pools i).queue j).on).2.1,
-              admNo := m.admSeq,
-              k := .stmts (getWaiter (getPool m.pools i).queue j).body ::
-                .release (admitOn p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
-                  admissionStage chunk b.budget⟩ (isSome (getWaiter (getPool m.pools i).queue j).cache)
-                  (reuseLimit ⟨p.caps, setPool m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j },
-                    (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, admissionStage chunk b.budget⟩
-                    (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
-                    (getWaiter (getPool m.pools i).queue j).reuse)
-                  (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now true 0
-                  (setPool m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j })
-                  (getWaiter (getPool m.pools i).queue j).on).2.2 (getWaiter (getPool m.pools i).queue j) ::
-                (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).k } with e | ⟨_, e⟩
-        · rw [e]; exact hw
-        · rw [e]; exact hw
-      by_cases hxu : x = (getWaiter (getPool m.pools i).queue j).thread
-      · subst hxu
-        have hu' := hu
-        rw [hser] at hu'
-        exact hu' hx
-      · have hxu' : x ≠ (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads
-            (getWaiter (getPool m.pools i).queue j).thread).serial := by rw [hser]; exact hxu
-        rw [ht x hxu'] at hx
-        have hentry : getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads x = getThread m.threads x := by
-          simp only [Machine.admitWaiter, Machine.put]
-          exact getThread_setThread_ne _ _ _ _ (fun h => hxu (by rw [← h]; exact hw))
-        rw [hentry] at hx
-        have h1 := hf x hx
-        have h2 := hp x
-        have h3 := Machine.admitWaiter_placed_eq (g := g) p m (admissionStage chunk b.budget) i j hj x
-        have h4 : bump x (getWaiter (getPool m.pools i).queue j).thread = 0 := by simp [bump, hxu]
-        omega
-  simp only [admitOne]
-  repeat' split
-  all_goals first
-    | exact hA
-    | exact hA.trans_kept hK (Machine.serveOne_kept p hpre _ _ _ _ _)
-
-theorem admitWaiting_kept (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (s c : Nat) (q : Option Expr) (gated : Bool) :
-    ∀ (f : Nat) (m : Machine) (b : Batch),
-    (m.Lost → (admitWaiting p s c q gated f m b).1.Lost) ∧
-    (Owned m → Inv p m → BOk p s b → Shape p m → Found g m →
-      (admitWaiting p s c q gated f m b).1.Lost ∨ (Shape p (admitWaiting p s c q gated f m b).1 ∧
-        Found g (admitWaiting p s c q gated f m b).1))
-  | 0, m, _ => ⟨fun _ => Or.inl rfl, fun _ _ _ _ _ => Or.inl (Or.inl rfl)⟩
-  | f + 1, m, b => by
-    simp only [admitWaiting]
-    split
-    · exact ⟨id, fun _ _ _ hs hf => Or.inr ⟨hs, hf⟩⟩
-    · split
-      · exact ⟨id, fun _ _ _ hs hf => Or.inr ⟨hs, hf⟩⟩
-      · next i hi =>
-        obtain ⟨_, w, ws, hq⟩ := firstQueue_some s 0 p.admitVia m.pools i hi
-        rw [Nat.sub_zero] at hq
-        split
-        · have hj : select p m i (getPool m.pools i).queue < countWaiters (getPool m.pools i).queue := by
-            rw [hq]; exact select_lt p m i w ws
-          have hA := admitOne_kept (g := g) p hfit hpre f s c i _ q m b hj
-          have hK := admitOne_keeps (g := g) p f s c i _ q m b hj
-          have ih := admitWaiting_kept p hfit hpre s c q gated f
-            (admitOne p f s c i (select p m i (getPool m.pools i).queue) q m b).1
-            (admitOne p f s c i (select p m i (getPool m.pools i).queue) q m b).2
-          refine ⟨fun h => ih.1 (hA.1 h), fun ho hv hb hs hf => ?_⟩
-          rcases hA.2 ho hv hs hf with e | ⟨hs', hf'⟩
-          · exact Or.inl (ih.1 e)
-          · have hI := admitOne_inv p f s c i (select p m i (getPool m.pools i).queue) q m b hv hb
-            exact ih.2 (hK.serial ho) hI.1 hI.2 hs' hf'
-        · exact ⟨id, fun _ _ _ hs hf => Or.inr ⟨hs, hf⟩⟩
-
-/-- An iteration's plan: the residents served, then the waiting admitted. -/
-theorem plan_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f s : Nat) (m : Machine) (running : List Nat)
-    (chunk : Nat) (only q : Option Expr) (gated : Bool) (b : Batch) (keys : List Expr) (rs : List Resident) :
-    (m.Lost → (admitWaiting p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
-      (serveOrdered p s m running chunk only b keys rs).2).1.Lost) ∧
-    (Good p g m → BOk p s b → (admitWaiting p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
-      (serveOrdered p s m running chunk only b keys rs).2).1.Lost ∨
-      Good p g (admitWaiting p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
-        (serveOrdered p s m running chunk only b keys rs).2).1) := by
-  have hS := serveOrdered_kept (g := g) p hpre s m running chunk only b keys rs
-  have hSK := serveOrdered_keeps (g := g) p s m running chunk only b keys rs
-  have hW := admitWaiting_kept (g := g) p hfit hpre s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
-    (serveOrdered p s m running chunk only b keys rs).2
-  have hWK := admitWaiting_keeps (g := g) p s chunk q gated f (serveOrdered p s m running chunk only b keys rs).1
-    (serveOrdered p s m running chunk only b keys rs).2
-  refine ⟨fun h => hW.1 (hS.1 h), fun ⟨ho, hv, hs, hf⟩ hb => ?_⟩
-  have hI := serveOrdered_inv p s m running chunk only b keys rs hv hb
-  rcases hS.2 ho hs hf with e | ⟨hs1, hf1⟩
-  · exact Or.inl (hW.1 e)
-  · rcases hW.2 (hSK.serial ho) hI.1 hI.2 hs1 hf1 with e | ⟨hs2, hf2⟩
-    · exact Or.inl e
-    · exact Or.inr ⟨hWK.serial (hSK.serial ho), (admitWaiting_inv p s chunk q gated f _ _ hI.1 hI.2).1, hs2, hf2⟩
 
 /-- An iteration starts: engine `s`'s state set, its residents unchanged, its end's timer set. -/
 theorem Finds.start_timer {p : Program} (m : Machine) (s : Nat) (v : EngineState)
@@ -291,26 +135,6 @@ theorem Finds.start_timer {p : Program} (m : Machine) (s : Nat) (v : EngineState
     rw [placed_setTimer, placed_engine_eq m s v (by rw [hv]) t]
     simp only [wakeOcc]
     omega
-
-theorem startIteration_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f s e : Nat) (m : Machine)
-    (hse : getService p.stages s = .step e) : Finds p g m (startIteration p f s (getEngine p.engines e) m) := by
-  have hb0 : ∀ (v : PoolView) (budget : Nat),
-      BOk p s ⟨budget, 0, 0, 0, 0, eval v [] m.now 0 (getEngine p.engines e).granule, false⟩ := by
-    intro v budget g' hg
-    rw [hg.granule e hse]
-    exact ⟨rfl, Nat.zero_mod g'⟩
-  have hP := fun (v : PoolView) (budget : Nat) (running : List Nat) (chunk : Nat) =>
-    plan_finds (g := g) p hfit hpre f s m running chunk (getEngine p.engines e).serveOnly (getEngine p.engines e).admitOnly
-      (getEngine p.engines e).admitGated ⟨budget, 0, 0, 0, 0, eval v [] m.now 0 (getEngine p.engines e).granule, false⟩
-      (getEngine p.engines e).order (getEngineState m.engines s).residents
-  simp only [startIteration]
-  split
-  · exact ⟨(hP _ _ _ _).1, fun hg => (hP _ _ _ _).2 hg (hb0 _ _)⟩
-  · split
-    · exact ⟨fun _ => Or.inr rfl, fun _ => Or.inl (Or.inr rfl)⟩
-    · refine Finds.trans ?h1 (Finds.start_timer _ s _ ?hv _)
-      case hv => rfl
-      case h1 => exact ⟨(hP _ _ _ _).1, fun hg => (hP _ _ _ _).2 hg (hb0 _ _)⟩
 
 /-! ### A timer fires -/
 
@@ -483,50 +307,6 @@ theorem fire_finds (p : Program) (m : Machine) (now : Nat) (tm : Timer) (ts : Li
   · exact Or.inl e
   · exact Or.inr ⟨(fire_keeps p m now tm ts he).serial ho, fire_inv p _ _ hv, hs', hf'⟩
 
-/-! ### The event loop -/
-
-theorem startPass_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f : Nat) (ss : List Service) (s : Nat)
-    (tried : List Nat) (m : Machine) (a : Bool) :
-    (∀ k, getService ss k = getService p.stages (s + k)) → Finds p g m (startPass p f ss s tried m a).1 := by
-  fun_induction startPass p f ss s tried m a <;> intro hss
-  all_goals first
-    | exact Finds.refl _
-    | (rename_i ih; exact ih (getService_tail hss))
-    | (refine (startIteration_finds p hfit hpre _ _ _ _ ?_).trans (settle_finds p hfit _ _)
-       have h0 := hss 0
-       simp only [getService, Nat.add_zero] at h0
-       exact h0.symm)
-    | (rename_i ih
-       refine ((startIteration_finds p hfit hpre _ _ _ _ ?_).trans (settle_finds p hfit _ _)).trans (ih (getService_tail hss))
-       have h0 := hss 0
-       simp only [getService, Nat.add_zero] at h0
-       exact h0.symm)
-
-theorem startEngines_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f n : Nat) (tried : List Nat) (m : Machine) :
-    Finds p g m (startEngines p f n tried m) := by
-  fun_induction startEngines p f n tried m
-  all_goals first
-    | exact Finds.refl _
-    | exact startPass_finds p hfit hpre _ _ _ _ _ _ (fun k => by rw [Nat.zero_add])
-    | (rename_i ih; exact (startPass_finds p hfit hpre _ _ _ _ _ _ (fun k => by rw [Nat.zero_add])).trans ih)
-
-theorem endOfInstant_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) (f : Nat) (m : Machine) :
-    Finds p g m (endOfInstant p f m) := by
-  simp only [endOfInstant]
-  split
-  · exact Finds.refl m
-  · exact startEngines_finds p hfit hpre _ _ _ _
-
-theorem loop_finds (p : Program) (hfit : Fits p) (hpre : NoPreemption p) : ∀ (f : Nat) (m : Machine), Finds p p.gap m (loop p f m)
-  | 0, m => Finds.out m
-  | f + 1, m => by
-    simp only [loop]
-    split
-    · exact Finds.refl m
-    · next tm ts heq =>
-      exact (((fire_finds p m _ tm ts heq).trans (settle_finds p hfit f _)).trans
-        (endOfInstant_finds p hfit hpre f _)).trans (loop_finds p hfit hpre f _)
-
 /-! ### The run's start -/
 
 theorem arrivals_length (p : Program) : ∀ (n s : Nat), (arrivals p n s).length = n
@@ -542,19 +322,18 @@ theorem emptyPools_length : ∀ cs : List Nat, (emptyPools cs).length = cs.lengt
   | _ :: cs => by simp only [emptyPools, List.length_cons, emptyPools_length cs]
 
 /-- What the proof needs of a program, each decided on its value: every statement names what exists
-(`Fits`: a hold names a pool of the program first, a run on an engine names one of its stages), no growth
-preempts (`NoPreemption`), and a trace has an arrival for every session. -/
+(`Fits`: a hold names a pool of the program first, a run on an engine names one of its stages; a hold a
+preemption requeues is one of them), and a trace has an arrival for every session. -/
 structure FoundProgram (p : Program) : Prop where
   fits : Fits p
-  noPreemption : NoPreemption p
   trace : p.arrivalTimes = [] ∨ p.sessions ≤ countNats p.arrivalTimes
 
 /-- `FoundProgram` checked on the program's value: its statements (`Program.allStmts` of `fitsStmt`), its
-preemption modes (all `preempt none`), its trace (none, or an arrival per session). -/
+trace (none, or an arrival per session). -/
 theorem FoundProgram.of_check (p : Program) (h1 : p.allStmts (fitsStmt (countNats p.caps) (countServices p.stages)) = true)
-    (h2 : natsZero p.preemptModes = true) (h3 : countNats p.arrivalTimes = 0 ∨ p.sessions ≤ countNats p.arrivalTimes) :
+    (h3 : countNats p.arrivalTimes = 0 ∨ p.sessions ≤ countNats p.arrivalTimes) :
     FoundProgram p := by
-  refine ⟨h1, NoPreemption.of_check p h2, ?_⟩
+  refine ⟨h1, ?_⟩
   rcases h3 with h3 | h3
   · left
     cases e : p.arrivalTimes with
@@ -606,51 +385,5 @@ theorem initial_good (p : Program) (hd : DistinctProgram p) (hf : FoundProgram p
       · split
         · omega
         · omega
-
-/-! ### The theorems -/
-
-/-- The other half of request conservation, for every run of every program with `DistinctProgram` and
-`FoundProgram`, at any fuel: unless the run was cut short by its fuel or stopped by the program's run-time
-error (`Machine.Lost`), every thread with something left to run is placed (ready, a timer, a fifo stage's
-queue, a pool's queue, an engine's residents). -/
-theorem runProgram_found (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p) :
-    (runProgram p fuel).Lost ∨ Found p.gap (runProgram p fuel) := by
-  have h := ((settle_finds (g := p.gap) p hf.fits fuel (initial p)).trans
-    (endOfInstant_finds p hf.fits hf.noPreemption fuel _)).trans (loop_finds p hf.fits hf.noPreemption fuel _)
-  rcases h.good (initial_good p hd hf) with e | e
-  · exact Or.inl e
-  · exact Or.inr e.2.2.2
-
-/-- Every thread with something left to run is in exactly one place at the end of every run that ran to
-its end (neither out of fuel nor failed), for every program with `DistinctProgram` and `FoundProgram`:
-`runProgram_placed` (at most one) and `runProgram_found` (at least one). -/
-theorem runProgram_placed_once (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p)
-    (hfuel : (runProgram p fuel).outOfFuel = false) (hfail : (runProgram p fuel).failed = false) (t : Nat)
-    (ht : (getThread (runProgram p fuel).threads t).k ≠ []) : (runProgram p fuel).placed p.gap t = 1 := by
-  have h1 := (runProgram_placed p fuel hd).2 t
-  rcases runProgram_found p fuel hd hf with e | e
-  · rcases e with e | e
-    · rw [hfuel] at e; cases e
-    · rw [hfail] at e; cases e
-  · have h2 := e t ht
-    omega
-
-/-- Request conservation's turns (issue 14, result 6), both halves, for every run that ran to its end of
-every program with `DistinctProgram`, `FoundProgram` and `TurnsOutside`: a session's open turn (submitted,
-neither answered nor refused: `inTurn`) is in exactly one place, waiting (a pool's or a fifo stage's queue)
-or running (an engine's residents, a timer, ready), and is not answered. -/
-theorem runProgram_open_turn_placed (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p)
-    (hto : TurnsOutside p) (hfuel : (runProgram p fuel).outOfFuel = false) (hfail : (runProgram p fuel).failed = false)
-    (t : Nat) (hin : (getThread (runProgram p fuel).threads t).inTurn = true) :
-    (runProgram p fuel).placed p.gap t = 1 ∧
-      ∀ a ∈ (getThread (runProgram p fuel).threads t).answers, a.turn ≠ (getThread (runProgram p fuel).threads t).turns := by
-  have hok := getThread_turnOk _ t (runProgram_req p fuel hto hf.noPreemption).1
-  have hk : (getThread (runProgram p fuel).threads t).k ≠ [] := by
-    intro e
-    have := hok.pending hin
-    rw [e] at this
-    simp [answerIn] at this
-  exact ⟨runProgram_placed_once p fuel hd hf hfuel hfail t hk,
-    fun a ha => Nat.ne_of_lt (hok.below (hok.pending hin) a ha)⟩
 
 end Serq.Kernel

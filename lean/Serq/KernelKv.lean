@@ -47,7 +47,8 @@ run (`exec_kv`: while it runs, the ledger counts it beside every other thread, `
 thread list keeps a stale copy of it until `Machine.put` writes it back at its serial: `KvRun.put`,
 `Ledger.take`), `runReady_kv`, every event (`fire_kv`), an admission that `fits` with a hold naming each
 pool once (`Machine.admitWaiter_kv`), a growth that fits (`Machine.grown_kv`) and the
-serving without preemption (`Machine.serveOne_kv`, `serveIn_kv`, `serveOrdered_kv`). `Serq.KernelKvRun`
+serving, preemptions included (`Machine.preempt_kv`: a victim's holds given back up to the preempted one,
+`abandonTo_kv`; `growPreempting_kv`, `Machine.serveOne_kv`, `serveIn_kv`, `serveOrdered_kv`). `Serq.KernelKvRun`
 keeps the admissions' hypothesis through every run and concludes `runProgram_kv_conserved`.
 -/
 @[expose] public section
@@ -896,10 +897,12 @@ theorem Machine.admitWaiter_kv (p : Program) (m : Machine) (stage : List Nat) (i
   · rw [admitOn_length] at hk
     exact hk
 
-/-- A growth that fits (`Machine.serveOne`'s `preempt none` check) keeps KV conservation and its ledger:
-the part `partOn` found grows by what its pool's `used` grows by. -/
+/-- A growth that fits (the check `Machine.serveOne` and `growPreempting` make) keeps KV conservation and
+its ledger: the part `partOn` found goes to `want` units as its pool's `used` grows by `want - units` (a
+part never shrinks here, but the count needs no such hypothesis: were `want` below the part's units, the
+continuation's count would drop while `used` stayed). -/
 theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hm : KvRun p.caps m)
-    (hpart : partOn (getThread m.threads t).k i = some h) (hgrow : h.units ≤ want)
+    (hpart : partOn (getThread m.threads t).k i = some h)
     (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) :
     KvRun p.caps (m.grown p t i want h) := by
   have hw : withinCaps p.caps (m.grown p t i want h).pools := by
@@ -926,19 +929,103 @@ theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held)
     simp only [hik, ↓reduceIte] at hg
     omega
 
-/-- An engine serves a resident (no preemption): a growth only once it fits. -/
-theorem Machine.serveOne_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat)
-    (m : Machine) (b : Batch) (r : Resident) (n : Nat) (hm : KvRun p.caps m) : KvRun p.caps (m.serveOne p s b r n).1 := by
+/-! ### A preemption -/
+
+theorem heldOn_heldAbandoned (i : Nat) : ∀ (held : List Held), heldOn i (heldAbandoned held) = heldOn i held
+  | [] => rfl
+  | h :: hs => by
+    simp only [heldAbandoned, heldOn_cons, heldOn_heldAbandoned i hs]
+
+/-- A victim's continuation given back up to the hold on pool `i` (`abandonTo`): every hold on the way
+gives back its parts (caching their positions, `heldAbandoned`, which changes no part's units), so every
+pool stays within its cap, and what is left of the continuation, with whatever else the pools covered
+(`R`), is covered still. The hold returned to queue again holds nothing any more: its parts were given
+back with the others. -/
+theorem abandonTo_kv (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now i : Nat) :
+    ∀ (k : List Frame) (ps : List PoolState) (R : Nat → Nat), withinCaps caps ps →
+    (∀ j, j < ps.length → frameHeld j k + R j ≤ (getPool ps j).used) →
+    withinCaps caps (abandonTo blocks caps serial attrs now i ps k).1 ∧
+      (abandonTo blocks caps serial attrs now i ps k).1.length = ps.length ∧
+      ∀ j, j < ps.length → frameHeld j (abandonTo blocks caps serial attrs now i ps k).2.2 + R j ≤
+        (getPool (abandonTo blocks caps serial attrs now i ps k).1 j).used
+  | [], ps, R, hw, hl => ⟨hw, rfl, hl⟩
+  | .release held w :: k, ps, R, hw, hl => by
+    have g := giveBack_kv blocks caps serial (cacheKeep ⟨caps, ps, serial, []⟩ attrs now w.cache) (heldAbandoned held) ps
+      (fun j => frameHeld j k + R j) hw (fun j hj => by
+        have := hl j hj
+        rw [heldOn_heldAbandoned]
+        simp only [frameHeld] at this
+        (try dsimp only at *); omega)
+    simp only [abandonTo]
+    split
+    · refine ⟨g.1, g.2.1, fun j hj => ?_⟩
+      have := g.2.2 j hj
+      (try dsimp only at *); omega
+    · have ih := abandonTo_kv blocks caps serial attrs now i k _ R g.1 (fun j hj => by
+        rw [g.2.1] at hj
+        exact g.2.2 j hj)
+      exact ⟨ih.1, ih.2.1.trans g.2.1, fun j hj => ih.2.2 j (by rw [g.2.1]; exact hj)⟩
+  | .stmts _ :: k, ps, R, hw, hl => abandonTo_kv blocks caps serial attrs now i k ps R hw hl
+  | .submit :: k, ps, R, hw, hl => abandonTo_kv blocks caps serial attrs now i k ps R hw hl
+  | .answer :: k, ps, R, hw, hl => abandonTo_kv blocks caps serial attrs now i k ps R hw hl
+
+/-- A preemption keeps KV conservation and its ledger (`preempt lifo`, `preempt by (keys)`): the victim's
+holds up to the preempted one are given back (`abandonTo_kv`: each pool's `used` drops by their units and
+its cache takes at most those units, then evicts back within the cap), the requeued hold changes only a
+queue, and the victim is written back with what is left of its continuation, which the pools cover with
+its leases and every other thread's parts. With no hold to give back the machine's pools and threads are
+as they were. -/
+theorem Machine.preempt_kv (p : Program) (s i t : Nat) (m : Machine) (b : Batch) (hm : KvRun p.caps m) :
+    KvRun p.caps (m.preempt p s i t b).1 := by
+  have g := abandonTo_kv p.blocks p.caps (getThread m.threads t).serial (getThread m.threads t).attrs m.now i
+    (getThread m.threads t).k m.pools
+    (fun j => othersHeld j m.threads (getThread m.threads t).serial + leasesHeld j (getThread m.threads t).leases)
+    hm.1 (fun j hj => by
+      have := Ledger.take hm.2.2 hm.2.1 t j hj
+      simp only [Thread.heldOn] at this
+      (try dsimp only at *); omega)
+  simp only [Machine.preempt]
+  cases hA : (abandonTo p.blocks p.caps (getThread m.threads t).serial (getThread m.threads t).attrs m.now i m.pools
+      (getThread m.threads t).k).2.1 with
+  | none => exact ⟨hm.1, hm.2.1, hm.2.2⟩
+  | some w =>
+    try dsimp only
+    refine KvRun.put (withinCaps_setPool _ _ _ _ g.1 (g.1 _)) hm.2.1 (fun j hj => ?_)
+    rw [setPool_length, g.2.1] at hj
+    refine Nat.le_trans ?_ (Nat.le_of_eq (getPool_setPool_used _ _ _ ?_ j).symm)
+    · have := g.2.2 j hj
+      simp only [Thread.heldOn]
+      (try dsimp only at *); omega
+    · rfl
+
+/-- A growth that preempts while it does not fit (`growPreempting`) keeps KV conservation and its ledger:
+each round grows the hold once it fits (`Machine.grown_kv`) or preempts a victim (`Machine.preempt_kv`). -/
+theorem growPreempting_kv (p : Program) (s i want t f : Nat) (m : Machine) (b : Batch) :
+    KvRun p.caps m → KvRun p.caps (growPreempting p s i want t f m b).1 := by
+  fun_induction growPreempting p s i want t f m b <;> intro hm
+  all_goals first
+    | exact ⟨hm.1, hm.2.1, hm.2.2⟩
+    | exact Machine.grown_kv p _ _ _ _ _ hm (by assumption) (by assumption)
+    | exact Machine.preempt_kv p _ _ _ _ _ hm
+    | (rename_i ih; exact ih (Machine.preempt_kv p _ _ _ _ _ hm))
+
+theorem KvRun.served {caps : List Nat} {m : Machine} (hm : KvRun caps m) (s : Nat) (b : Batch) (r : Resident)
+    (n : Nat) : KvRun caps (m.served s b r n).1 := ⟨hm.1, hm.2.1, hm.2.2⟩
+
+/-- An engine serves a resident: a growth once it fits, under `preempt none`, or after the preemptions
+that make it fit (`growPreempting_kv`). -/
+theorem Machine.serveOne_kv (p : Program) (s : Nat) (m : Machine) (b : Batch) (r : Resident) (n : Nat)
+    (hm : KvRun p.caps m) : KvRun p.caps (m.serveOne p s b r n).1 := by
   simp only [Machine.serveOne]
   repeat' split
   all_goals first
     | exact hm
-    | exact absurd (hpre _) (by assumption)
-    | exact Machine.grown_kv p m _ _ _ _ hm (by assumption) (by omega) (by assumption)
+    | exact Machine.grown_kv p m _ _ _ _ hm (by assumption) (by assumption)
+    | exact growPreempting_kv p _ _ _ _ _ _ _ hm
+    | exact (growPreempting_kv p _ _ _ _ _ _ _ hm).served _ _ _ _
 
-theorem serveIn_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s chunk : Nat)
-    (q : Option Expr) : ∀ (ts : List Nat) (m : Machine) (b : Batch), KvRun p.caps m →
-    KvRun p.caps (serveIn p s chunk q ts m b).1 := by
+theorem serveIn_kv (p : Program) (s chunk : Nat) (q : Option Expr) : ∀ (ts : List Nat) (m : Machine) (b : Batch),
+    KvRun p.caps m → KvRun p.caps (serveIn p s chunk q ts m b).1 := by
   intro ts
   induction ts with
   | nil => intro m b hm; exact hm
@@ -949,12 +1036,12 @@ theorem serveIn_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s c
     all_goals first
       | exact hm
       | exact ih _ _ hm
-      | exact Machine.serveOne_kv p hpre _ _ _ _ _ hm
-      | exact ih _ _ (Machine.serveOne_kv p hpre _ _ _ _ _ hm)
+      | exact Machine.serveOne_kv p _ _ _ _ _ hm
+      | exact ih _ _ (Machine.serveOne_kv p _ _ _ _ _ hm)
 
-theorem serveOrdered_kv (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat)
-    (m : Machine) (running : List Nat) (chunk : Nat) (q : Option Expr) (b : Batch) (keys : List Expr)
-    (rs : List Resident) (hm : KvRun p.caps m) : KvRun p.caps (serveOrdered p s m running chunk q b keys rs).1 := by
-  cases keys <;> simp only [serveOrdered] <;> exact serveIn_kv p hpre s chunk q _ m b hm
+theorem serveOrdered_kv (p : Program) (s : Nat) (m : Machine) (running : List Nat) (chunk : Nat) (q : Option Expr)
+    (b : Batch) (keys : List Expr) (rs : List Resident) (hm : KvRun p.caps m) :
+    KvRun p.caps (serveOrdered p s m running chunk q b keys rs).1 := by
+  cases keys <;> simp only [serveOrdered] <;> exact serveIn_kv p s chunk q _ m b hm
 
 end Serq.Kernel

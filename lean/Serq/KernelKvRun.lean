@@ -6,12 +6,14 @@ public import Serq.KernelKv
 
 `Serq.KernelKv` carries KV conservation and its ledger (`KvRun`) through every function of the machine
 but the admissions, which need the admitted hold to name each pool once. This module keeps, through
-every run, that every block a thread will run and every waiting hold satisfy a check `c` on
-statements at every depth (`StmtInv c`: `FramesAll`, `WaitAll`) when every statement of the program does
-(`p.allStmts c`); with `c = holdsOnceOn` (`HoldsOnce.of_check`'s checker) every waiting hold names each
-pool once. Then `KvRun` holds at every run's end: `runProgram_kv_conserved`, `used + cachedUnits entries
-≤ cap` for every pool, for every program with no preemption and hold statements that name each pool once
-(its pools evicting `lru` or `by (keys)`).
+every run, that every block a thread will run, every hold a release frame carries and every waiting hold satisfy
+a check `c` on statements at every depth (`StmtInv c`: `FramesAll`, whose `FrameAll` reads a release
+frame's hold, and `WaitAll`) when every statement of the program does (`p.allStmts c`); with
+`c = holdsOnceOn` (`HoldsOnce.of_check`'s checker) every waiting hold names each pool once. The release
+frames' holds are what a preemption puts back in a queue (`Machine.preempt_stmt`, `abandonTo_framesAll`),
+so the invariant holds with preemption too. Then `KvRun` holds at every run's end:
+`runProgram_kv_conserved`, `used + cachedUnits entries ≤ cap` for every pool, for every program whose hold
+statements name each pool once, preempting or not (its pools evicting `lru` or `by (keys)`).
 -/
 @[expose] public section
 
@@ -19,7 +21,15 @@ namespace Serq.Kernel
 
 /-! ### Every block a thread will run, and every waiting hold, satisfies `c` -/
 
-def FramesAll (c : Stmt → Bool) (k : List Frame) : Prop := ∀ b, Frame.stmts b ∈ k → Stmt.allBlock c b = true
+/-- A frame satisfies `c`: its statements at every depth, and a hold's release the hold it carries (which a
+preemption puts back in a queue, `Machine.preempt`). -/
+def FrameAll (c : Stmt → Bool) : Frame → Prop
+  | .stmts b => Stmt.allBlock c b = true
+  | .release _ w => Stmt.allSub c (.hold w.on w.reuse w.cache w.body) = true
+  | .submit => True
+  | .answer => True
+
+def FramesAll (c : Stmt → Bool) (k : List Frame) : Prop := ∀ fr ∈ k, FrameAll c fr
 
 def WaitAll (c : Stmt → Bool) (ps : List PoolState) : Prop :=
   ∀ q ∈ ps, ∀ w ∈ q.queue, Stmt.allSub c (.hold w.on w.reuse w.cache w.body) = true
@@ -29,26 +39,36 @@ def StmtInv (c : Stmt → Bool) (m : Machine) : Prop := (∀ th ∈ m.threads, F
 variable {c : Stmt → Bool}
 
 theorem FramesAll.tail {fr : Frame} {k : List Frame} (h : FramesAll c (fr :: k)) : FramesAll c k :=
-  fun b hb => h b (List.mem_cons_of_mem _ hb)
+  fun x hx => h x (List.mem_cons_of_mem _ hx)
+
+theorem FramesAll.headAll {fr : Frame} {k : List Frame} (h : FramesAll c (fr :: k)) : FrameAll c fr :=
+  h fr List.mem_cons_self
 
 theorem FramesAll.head {b : List Stmt} {k : List Frame} (h : FramesAll c (.stmts b :: k)) : Stmt.allBlock c b = true :=
-  h b List.mem_cons_self
+  h _ List.mem_cons_self
 
-theorem FramesAll.cons {fr : Frame} {k : List Frame} (h1 : ∀ b, fr = .stmts b → Stmt.allBlock c b = true)
-    (h2 : FramesAll c k) : FramesAll c (fr :: k) := by
-  intro b hb
-  simp only [List.mem_cons] at hb
-  rcases hb with hb | hb
-  · exact h1 b hb.symm
-  · exact h2 b hb
+theorem FramesAll.cons {fr : Frame} {k : List Frame} (h1 : FrameAll c fr) (h2 : FramesAll c k) :
+    FramesAll c (fr :: k) := by
+  intro x hx
+  simp only [List.mem_cons] at hx
+  rcases hx with hx | hx
+  · rw [hx]; exact h1
+  · exact h2 x hx
 
 theorem FramesAll.stmts {b : List Stmt} {k : List Frame} (h1 : Stmt.allBlock c b = true) (h2 : FramesAll c k) :
     FramesAll c (.stmts b :: k) :=
-  FramesAll.cons (fun b' e => by cases e; exact h1) h2
+  FramesAll.cons h1 h2
 
-theorem FramesAll.other {fr : Frame} {k : List Frame} (hfr : ∀ b, fr ≠ .stmts b) (h2 : FramesAll c k) :
-    FramesAll c (fr :: k) :=
-  FramesAll.cons (fun b e => absurd e (hfr b)) h2
+/-- A turn's bookkeeping frame (`submit`, `answer`) carries no statement. -/
+theorem FramesAll.mark {fr : Frame} {k : List Frame} (hfr : fr = .submit ∨ fr = .answer) (h2 : FramesAll c k) :
+    FramesAll c (fr :: k) := by
+  refine FramesAll.cons ?_ h2
+  rcases hfr with e | e <;> rw [e] <;> trivial
+
+/-- A release frame with other parts but the same hold as one that satisfied `c`. -/
+theorem FramesAll.release {held held' : List Held} {w : Waiter} {k k' : List Frame}
+    (h : FramesAll c (.release held w :: k)) (h2 : FramesAll c k') : FramesAll c (.release held' w :: k') :=
+  FramesAll.cons (c := c) (fr := .release held' w) (show Stmt.allSub c (.hold w.on w.reuse w.cache w.body) = true from h.headAll) h2
 
 theorem FramesAll.nil : FramesAll c [] := fun _ h => by simp at h
 
@@ -59,10 +79,10 @@ theorem releaseIn_framesAll (blocks caps : List Nat) (serial : Nat) (attrs : Lis
   | ps, .release held w :: k, h => by
     simp only [releaseIn]
     split
-    · exact FramesAll.other (fun _ e => by cases e) h.tail
-    · exact FramesAll.other (fun _ e => by cases e) (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
+    · exact h.release h.tail
+    · exact h.release (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
   | ps, .stmts b :: k, h => FramesAll.stmts h.head (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
-  | ps, .submit :: k, h => FramesAll.other (fun _ e => by cases e) (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
+  | ps, .submit :: k, h => FramesAll.mark (Or.inl rfl) (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
 
 theorem growPart_framesAll : ∀ (k : List Frame) (i u : Nat), FramesAll c k → FramesAll c (growPart k i u)
   | [], _, _, h => h
@@ -70,10 +90,10 @@ theorem growPart_framesAll : ∀ (k : List Frame) (i u : Nat), FramesAll c k →
   | .release held w :: k, i, u, h => by
     simp only [growPart]
     split
-    · exact FramesAll.other (fun _ e => by cases e) h.tail
-    · exact FramesAll.other (fun _ e => by cases e) (growPart_framesAll k i u h.tail)
+    · exact h.release h.tail
+    · exact h.release (growPart_framesAll k i u h.tail)
   | .stmts b :: k, i, u, h => FramesAll.stmts h.head (growPart_framesAll k i u h.tail)
-  | .submit :: k, i, u, h => FramesAll.other (fun _ e => by cases e) (growPart_framesAll k i u h.tail)
+  | .submit :: k, i, u, h => FramesAll.mark (Or.inl rfl) (growPart_framesAll k i u h.tail)
 
 theorem advancePart_framesAll : ∀ (k : List Frame) (i u : Nat), FramesAll c k → FramesAll c (advancePart k i u)
   | [], _, _, h => h
@@ -81,10 +101,10 @@ theorem advancePart_framesAll : ∀ (k : List Frame) (i u : Nat), FramesAll c k 
   | .release held w :: k, i, u, h => by
     simp only [advancePart]
     split
-    · exact FramesAll.other (fun _ e => by cases e) h.tail
-    · exact FramesAll.other (fun _ e => by cases e) (advancePart_framesAll k i u h.tail)
+    · exact h.release h.tail
+    · exact h.release (advancePart_framesAll k i u h.tail)
   | .stmts b :: k, i, u, h => FramesAll.stmts h.head (advancePart_framesAll k i u h.tail)
-  | .submit :: k, i, u, h => FramesAll.other (fun _ e => by cases e) (advancePart_framesAll k i u h.tail)
+  | .submit :: k, i, u, h => FramesAll.mark (Or.inl rfl) (advancePart_framesAll k i u h.tail)
 
 /-! ### Waiting holds -/
 
@@ -219,8 +239,8 @@ theorem exec_stmt (p : Program) (hp : p.allStmts c = true) : ∀ (f : Nat) (m : 
           exact ⟨h.1, h.2⟩
         · have hb2 := hp
           simp only [Program.allStmts, Bool.and_eq_true] at hb2
-          exact exec_stmt p hp f _ _ hm (FramesAll.stmts hb2.1.1.2 (FramesAll.other (fun _ e => by cases e)
-            (FramesAll.stmts hb2.2 (FramesAll.other (fun _ e => by cases e) hnext))))
+          exact exec_stmt p hp f _ _ hm (FramesAll.stmts hb2.1.1.2 (FramesAll.mark (Or.inl rfl)
+            (FramesAll.stmts hb2.2 (FramesAll.mark (Or.inr rfl) hnext))))
       | run s w =>
         try dsimp only
         split
@@ -267,8 +287,8 @@ theorem runReady_stmt (p : Program) (hp : p.allStmts c = true) (f : Nat) (m : Ma
   · rename_i ih
     exact ih (exec_stmt p hp _ _ _ (by exact ⟨hm.1, hm.2⟩) (hm.get _))
 
-theorem Machine.admitWaiter_stmt (p : Program) (m : Machine) (st : List Nat) (i j : Nat) (hm : StmtInv c m) :
-    StmtInv c (m.admitWaiter p st i j) := by
+theorem Machine.admitWaiter_stmt (p : Program) (m : Machine) (st : List Nat) (i j : Nat) (hm : StmtInv c m)
+    (hj : j < countWaiters (getPool m.pools i).queue) : StmtInv c (m.admitWaiter p st i j) := by
   have hq := hm.2.get i
   have hb := getWaiter_body _ hq j
   have ht := hm.get (getWaiter (getPool m.pools i).queue j).thread
@@ -277,7 +297,8 @@ theorem Machine.admitWaiter_stmt (p : Program) (m : Machine) (st : List Nat) (i 
   · refine ⟨hm.1, WaitAll.of_queues (admitOn_queues ..) (hm.2.set i (v := { getPool m.pools i with
       queue := removeWaiter (getPool m.pools i).queue j }) ?_)⟩
     exact fun x hx => hq x (mem_removeWaiter _ _ _ hx)
-  · exact FramesAll.stmts hb (FramesAll.other (fun _ e => by cases e) ht)
+  · exact FramesAll.stmts hb (FramesAll.cons (c := c) (show Stmt.allSub c (.hold _ _ _ _) = true from
+      hq _ (getWaiter_mem _ j hj)) ht)
 
 theorem retryQueue_stmt (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
     StmtInv c m → StmtInv c (retryQueue p f m i b).1
@@ -286,9 +307,11 @@ theorem retryQueue_stmt (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b
     simp only [retryQueue]
     split
     · exact hm
-    · next _ hd tl _ =>
+    · next _ hd tl hq =>
       split
-      · have h := Machine.admitWaiter_stmt p m [] i (select p m i (hd :: tl)) hm
+      · have hj : select p m i (hd :: tl) < countWaiters (getPool m.pools i).queue := by
+          rw [hq]; exact select_lt p m i hd tl
+        have h := Machine.admitWaiter_stmt p m [] i (select p m i (hd :: tl)) hm hj
         exact retryQueue_stmt p f _ i true (by exact ⟨h.1, h.2⟩)
       · exact hm
 
@@ -312,21 +335,86 @@ theorem settle_stmt (p : Program) (hp : p.allStmts c = true) (f : Nat) (m : Mach
     exact ih (retryPools_stmt p _ _ _ _ _ (runReady_stmt p hp _ _ hm))
   · exact retryPools_stmt p _ _ _ _ _ (runReady_stmt p hp _ _ hm)
 
-theorem Machine.serveOne_stmt (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat) (m : Machine) (b : Batch)
+theorem Machine.grown_stmt (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hm : StmtInv c m) :
+    StmtInv c (m.grown p t i want h) := by
+  simp only [Machine.grown]
+  refine StmtInv.put ?_ (growPart_framesAll _ _ _ (hm.get t))
+  exact ⟨hm.1, WaitAll.of_queues (setPool_queues _ _ _ rfl) hm.2⟩
+
+/-- What a preemption leaves of the victim's continuation is a suffix of it, and the hold it returns to
+queue again is one a release frame of it carried. -/
+theorem abandonTo_framesAll (blocks caps : List Nat) (serial : Nat) (attrs : List Nat) (now i : Nat) :
+    ∀ (ps : List PoolState) (k : List Frame), FramesAll c k →
+    FramesAll c (abandonTo blocks caps serial attrs now i ps k).2.2 ∧
+      ∀ w, (abandonTo blocks caps serial attrs now i ps k).2.1 = some w →
+        Stmt.allSub c (.hold w.on w.reuse w.cache w.body) = true
+  | _, [], _ => ⟨FramesAll.nil, fun w e => by simp [abandonTo] at e⟩
+  | ps, .release held w :: k, h => by
+    simp only [abandonTo]
+    split
+    · refine ⟨h.tail, fun w' e => ?_⟩
+      cases e
+      exact h.headAll
+    · exact abandonTo_framesAll blocks caps serial attrs now i _ k h.tail
+  | ps, .stmts _ :: k, h => abandonTo_framesAll blocks caps serial attrs now i ps k h.tail
+  | ps, .submit :: k, h => abandonTo_framesAll blocks caps serial attrs now i ps k h.tail
+  | ps, .answer :: k, h => abandonTo_framesAll blocks caps serial attrs now i ps k h.tail
+
+/-- A preemption keeps every block a thread will run and every waiting hold satisfying `c`: the victim
+keeps a suffix of its continuation, and the hold requeued is one its release frame carried. -/
+theorem Machine.preempt_stmt (p : Program) (s i t : Nat) (m : Machine) (b : Batch) (hm : StmtInv c m) :
+    StmtInv c (m.preempt p s i t b).1 := by
+  have ha := abandonTo_framesAll p.blocks p.caps (getThread m.threads t).serial (getThread m.threads t).attrs m.now i
+    m.pools _ (hm.get t)
+  have hq : WaitAll c (abandonTo p.blocks p.caps (getThread m.threads t).serial (getThread m.threads t).attrs m.now i
+      m.pools (getThread m.threads t).k).1 := WaitAll.of_queues (abandonTo_queues ..) hm.2
+  simp only [Machine.preempt]
+  cases hA : (abandonTo p.blocks p.caps (getThread m.threads t).serial (getThread m.threads t).attrs m.now i m.pools
+      (getThread m.threads t).k).2.1 with
+  | none => exact ⟨hm.1, hm.2⟩
+  | some w =>
+    have hw := ha.2 w hA
+    try dsimp only
+    refine StmtInv.put ?_ ha.1
+    refine ⟨hm.1, hq.set _ ?_⟩
+    intro x hx
+    dsimp only at hx
+    repeat' split at hx
+    all_goals first
+      | (rcases List.mem_cons.1 hx with e | e
+         · rw [e]; exact hw
+         · exact hq.get _ x e)
+      | (rcases mem_appendWaiter' _ _ x hx with e | e
+         · exact hq.get _ x e
+         · rw [e]; exact hw)
+      | (rcases mem_insertByCreation _ _ _ _ _ _ _ x hx with e | e
+         · exact hq.get _ x e
+         · rw [e]; exact hw)
+
+theorem growPreempting_stmt (p : Program) (s i want t f : Nat) (m : Machine) (b : Batch) :
+    StmtInv c m → StmtInv c (growPreempting p s i want t f m b).1 := by
+  fun_induction growPreempting p s i want t f m b <;> intro hm
+  all_goals first
+    | exact ⟨hm.1, hm.2⟩
+    | exact Machine.grown_stmt p _ _ _ _ _ hm
+    | exact Machine.preempt_stmt p _ _ _ _ _ hm
+    | (rename_i ih; exact ih (Machine.preempt_stmt p _ _ _ _ _ hm))
+
+theorem StmtInv.served {m : Machine} (hm : StmtInv c m) (s : Nat) (b : Batch) (r : Resident) (n : Nat) :
+    StmtInv c (m.served s b r n).1 := ⟨hm.1, hm.2⟩
+
+theorem Machine.serveOne_stmt (p : Program) (s : Nat) (m : Machine) (b : Batch)
     (r : Resident) (n : Nat) (hm : StmtInv c m) : StmtInv c (m.serveOne p s b r n).1 := by
-  have hg : ∀ t i want h, StmtInv c (m.grown p t i want h) := by
-    intro t i want h
-    simp only [Machine.grown]
-    refine StmtInv.put ?_ (growPart_framesAll _ _ _ (hm.get t))
-    exact ⟨hm.1, WaitAll.of_queues (setPool_queues _ _ _ rfl) hm.2⟩
   simp only [Machine.serveOne]
   repeat' split
   all_goals first
     | exact hm
-    | exact hg _ _ _ _
-    | exact absurd (hpre _) (by assumption)
+    | exact Machine.grown_stmt p _ _ _ _ _ hm
+    | exact (Machine.grown_stmt p _ _ _ _ _ hm).served _ _ _ _
+    | exact growPreempting_stmt p _ _ _ _ _ _ _ hm
+    | exact (growPreempting_stmt p _ _ _ _ _ _ _ hm).served _ _ _ _
 
-theorem serveOrdered_stmt (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 0) (s : Nat) (m : Machine)
+theorem serveOrdered_stmt (p : Program) (s : Nat) (m : Machine)
     (running : List Nat) (chunk : Nat) (q : Option Expr) (b : Batch) (keys : List Expr) (rs : List Resident)
     (hm : StmtInv c m) : StmtInv c (serveOrdered p s m running chunk q b keys rs).1 := by
   have hs : ∀ (ts : List Nat) (m : Machine) (b : Batch), StmtInv c m → StmtInv c (serveIn p s chunk q ts m b).1 := by
@@ -340,8 +428,8 @@ theorem serveOrdered_stmt (p : Program) (hpre : ∀ i, getAt p.preemptModes i = 
       all_goals first
         | exact hm
         | exact ih _ _ hm
-        | exact Machine.serveOne_stmt p hpre _ _ _ _ _ hm
-        | exact ih _ _ (Machine.serveOne_stmt p hpre _ _ _ _ _ hm)
+        | exact Machine.serveOne_stmt p _ _ _ _ _ hm
+        | exact ih _ _ (Machine.serveOne_stmt p _ _ _ _ _ hm)
   cases keys <;> simp only [serveOrdered] <;> exact hs _ m b hm
 
 /-! ### Both invariants, and the admissions -/
@@ -356,8 +444,7 @@ theorem KvInvRun.nodup {p : Program} {m : Machine} (hm : KvInvRun p m) (i j : Na
   have h := hm.2.2.get i _ (getWaiter_mem _ j hj)
   exact distinctPools_nodup _ (Stmt.allSub_self _ _ h)
 
-theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (f s chunk i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) (hm : KvInvRun p m)
+theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f s chunk i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) (hm : KvInvRun p m)
     (hj : j < countWaiters (getPool m.pools i).queue)
     (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
       admissionStage chunk b.budget⟩
@@ -365,7 +452,7 @@ theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre 
       (getWaiter (getPool m.pools i).queue j).on = true) :
     KvInvRun p (admitOne p f s chunk i j q m b).1 := by
   have h1 := Machine.admitWaiter_kv p m (admissionStage chunk b.budget) i j hm.1 hfit (hm.nodup i j hj)
-  have h1' := Machine.admitWaiter_stmt p m (admissionStage chunk b.budget) i j hm.2
+  have h1' := Machine.admitWaiter_stmt p m (admissionStage chunk b.budget) i j hm.2 hj
   have h2 := exec_kv p f _ (getThread (m.admitWaiter p (admissionStage chunk b.budget) i j).threads
     (getWaiter (getPool m.pools i).queue j).thread) h1.1 h1.2.1 (Ledger.take h1.2.2 h1.2.1 _)
   have h2' := exec_stmt p hp f _ _ h1' (h1'.get (getWaiter (getPool m.pools i).queue j).thread)
@@ -373,10 +460,9 @@ theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre 
   repeat' split
   all_goals first
     | exact ⟨h2, h2'⟩
-    | exact ⟨Machine.serveOne_kv p hpre _ _ _ _ _ h2, Machine.serveOne_stmt p hpre _ _ _ _ _ h2'⟩
+    | exact ⟨Machine.serveOne_kv p _ _ _ _ _ h2, Machine.serveOne_stmt p _ _ _ _ _ h2'⟩
 
-theorem admitWaiting_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (s c' : Nat) (q : Option Expr) (gated : Bool) :
+theorem admitWaiting_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (s c' : Nat) (q : Option Expr) (gated : Bool) :
     ∀ (f : Nat) (m : Machine) (b : Batch), KvInvRun p m → KvInvRun p (admitWaiting p s c' q gated f m b).1
   | 0, m, _, hm => ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   | f + 1, m, b, hm => by
@@ -392,22 +478,21 @@ theorem admitWaiting_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (h
         · next hfit =>
           have hj : select p m i (getPool m.pools i).queue < countWaiters (getPool m.pools i).queue := by
             rw [hq]; exact select_lt p m i w ws
-          exact admitWaiting_kvInv p hp hpre s c' q gated f _ _
-            (admitOne_kvInv p hp hpre f s c' i _ q m b hm hj hfit)
+          exact admitWaiting_kvInv p hp s c' q gated f _ _
+            (admitOne_kvInv p hp f s c' i _ q m b hm hj hfit)
         · exact hm
 
-theorem startIteration_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (f s : Nat) (eng : Engine) (m : Machine) (hm : KvInvRun p m) :
+theorem startIteration_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f s : Nat) (eng : Engine) (m : Machine) (hm : KvInvRun p m) :
     KvInvRun p (startIteration p f s eng m) := by
   have hs : ∀ (running : List Nat) (c' : Nat) (q : Option Expr) (b : Batch) (keys : List Expr) (rs : List Resident),
       KvInvRun p (serveOrdered p s m running c' q b keys rs).1 :=
-    fun running c' q b keys rs => ⟨serveOrdered_kv p hpre s m running c' q b keys rs hm.1,
-      serveOrdered_stmt p hpre s m running c' q b keys rs hm.2⟩
+    fun running c' q b keys rs => ⟨serveOrdered_kv p s m running c' q b keys rs hm.1,
+      serveOrdered_stmt p s m running c' q b keys rs hm.2⟩
   simp only [startIteration]
   repeat' split
   all_goals first
-    | exact admitWaiting_kvInv p hp hpre _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
-    | (have h := admitWaiting_kvInv p hp hpre _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
+    | exact admitWaiting_kvInv p hp _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
+    | (have h := admitWaiting_kvInv p hp _ _ _ _ _ _ _ (hs _ _ _ _ _ _)
        exact ⟨⟨h.1.1, h.1.2.1, h.1.2.2⟩, ⟨h.2.1, h.2.2⟩⟩)
 
 theorem retryQueue_kvInv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
@@ -430,7 +515,7 @@ theorem retryQueue_kvInv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
             (getWaiter (getPool m.pools i).queue (select p m i (hd :: tl))).on = true := by
           rw [hq']; exact hfit
         have h1 := Machine.admitWaiter_kv p m [] i _ hm.1 hfit' (hm.nodup i _ hj)
-        have h1' := Machine.admitWaiter_stmt p m [] i (select p m i (hd :: tl)) hm.2
+        have h1' := Machine.admitWaiter_stmt p m [] i (select p m i (hd :: tl)) hm.2 hj
         exact retryQueue_kvInv p f _ i true ⟨⟨h1.1, h1.2.1, h1.2.2⟩, ⟨h1'.1, h1'.2⟩⟩
       · exact hm
 
@@ -492,37 +577,34 @@ theorem fire_stmt (p : Program) (m : Machine) (w : Wake) (hm : StmtInv c m) : St
 theorem fire_kvInv (p : Program) (m : Machine) (w : Wake) (hm : KvInvRun p m) : KvInvRun p (fire p m w) :=
   ⟨fire_kv p m w hm.1, fire_stmt p m w hm.2⟩
 
-theorem startPass_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
+theorem startPass_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     KvInvRun p m → KvInvRun p (startPass p f ss s tried m a).1 := by
   fun_induction startPass p f ss s tried m a <;> intro hm
   all_goals first
     | exact hm
     | (rename_i ih; exact ih hm)
-    | exact settle_kvInv p hp _ _ (startIteration_kvInv p hp hpre _ _ _ _ hm)
-    | (rename_i ih; exact ih (settle_kvInv p hp _ _ (startIteration_kvInv p hp hpre _ _ _ _ hm)))
+    | exact settle_kvInv p hp _ _ (startIteration_kvInv p hp _ _ _ _ hm)
+    | (rename_i ih; exact ih (settle_kvInv p hp _ _ (startIteration_kvInv p hp _ _ _ _ hm)))
 
-theorem endOfInstant_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (f : Nat) (m : Machine) (hm : KvInvRun p m) : KvInvRun p (endOfInstant p f m) := by
+theorem endOfInstant_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f : Nat) (m : Machine) (hm : KvInvRun p m) : KvInvRun p (endOfInstant p f m) := by
   have hse : ∀ n tried m', KvInvRun p m' → KvInvRun p (startEngines p f n tried m') := by
     intro n tried m'
     fun_induction startEngines p f n tried m' <;> intro hm'
     all_goals first
       | exact hm'
-      | exact startPass_kvInv p hp hpre _ _ _ _ _ _ hm'
-      | (rename_i ih; exact ih (startPass_kvInv p hp hpre _ _ _ _ _ _ hm'))
+      | exact startPass_kvInv p hp _ _ _ _ _ _ hm'
+      | (rename_i ih; exact ih (startPass_kvInv p hp _ _ _ _ _ _ hm'))
   simp only [endOfInstant]
   split
   · exact hm
   · exact hse _ _ _ hm
 
-theorem loop_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (hpre : ∀ i, getAt p.preemptModes i = 0)
-    (f : Nat) (m : Machine) : KvInvRun p m → KvInvRun p (loop p f m) := by
+theorem loop_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f : Nat) (m : Machine) : KvInvRun p m → KvInvRun p (loop p f m) := by
   fun_induction loop p f m <;> intro hm
   · exact ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   · exact hm
   · rename_i ih
-    exact ih (endOfInstant_kvInv p hp hpre _ _ (settle_kvInv p hp _ _
+    exact ih (endOfInstant_kvInv p hp _ _ (settle_kvInv p hp _ _
       (fire_kvInv p _ _ ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩)))
 
 theorem arrivals_serial (p : Program) : ∀ (n s j : Nat), j < (arrivals p n s).length →
@@ -594,15 +676,25 @@ theorem initial_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) : KvInv
 /-- KV conservation (issue 14, result 6) at the end of every run, over the kernel interpreter: every pool's
 allocations and cache are within its cap (`used + cachedUnits entries ≤ cap`), for every program whose
 hold statements name each pool once (`holdsOnceOn` on every statement, as `HoldsOnce.of_check` decides
-it), whose growths never preempt (`NoPreemption`: `preempt none`), whatever its pools' eviction (`evict lru`
-or `evict by (keys)`), and any fuel. (Every
-function of the machine keeps it, so it holds at every point of the run.) -/
-theorem runProgram_kv_conserved (p : Program) (fuel : Nat) (hp : p.allStmts holdsOnceOn = true)
-    (hpre : NoPreemption p) :
+it), preemption included (`preempt none`, `preempt lifo`, `preempt by (keys)`, requeued at the head or the
+tail), whatever its pools' eviction (`evict lru` or `evict by (keys)`), and any fuel. (Every function of the
+machine keeps it, so it holds at every point of the run.) The hypothesis is what an admission needs: a
+hold that named a pool twice would pass `fits` for each part against the same `used` and overflow the
+pool; a preemption requeues a hold a release frame carried, which came from a hold statement, so it names
+each pool once too (`FrameAll`). -/
+theorem runProgram_kv_conserved (p : Program) (fuel : Nat) (hp : p.allStmts holdsOnceOn = true) :
     ∀ j, (getPool (runProgram p fuel).pools j).used + cachedUnits (getPool (runProgram p fuel).pools j).entries ≤
       getAt p.caps j := by
-  have h := loop_kvInv p hp hpre fuel _ (endOfInstant_kvInv p hp hpre fuel _
+  have h := loop_kvInv p hp fuel _ (endOfInstant_kvInv p hp fuel _
     (settle_kvInv p hp fuel _ (initial_kvInv p hp)))
   exact h.1.1
+
+/-- The statement before preemption was covered (`NoPreemption p` among its hypotheses), now a corollary:
+the hypothesis is not needed. -/
+theorem runProgram_kv_conserved_noPreemption (p : Program) (fuel : Nat) (hp : p.allStmts holdsOnceOn = true)
+    (_ : NoPreemption p) :
+    ∀ j, (getPool (runProgram p fuel).pools j).used + cachedUnits (getPool (runProgram p fuel).pools j).entries ≤
+      getAt p.caps j :=
+  runProgram_kv_conserved p fuel hp
 
 end Serq.Kernel

@@ -40,9 +40,9 @@ which the turn invariant does not follow yet. (`Placed`, the places' half, holds
 `DistinctProgram` no longer excludes it.)
 
 What is proved here is "never two of them"; "every submitted turn is in one of them" (an open turn's
-thread is somewhere, not lost) is `Serq.KernelFoundRun`'s (`runProgram_found`, `runProgram_placed_once`,
-`runProgram_open_turn_placed`), for every run that ran to its end, under `FoundProgram` (`NoPreemption`
-among it).
+thread is somewhere, not lost) is `Serq.KernelFoundPreempt`'s (`runProgram_found`, `runProgram_placed_once`,
+preemption included, and `runProgram_open_turn_placed`, which also needs `NoPreemption` for this module's
+turn invariant), for every run that ran to its end, under `FoundProgram`.
 -/
 @[expose] public section
 
