@@ -19,6 +19,7 @@ public import Serq.Oracle
 public import Serq.KernelMachine
 public import Serq.KernelMemory
 public import Serq.Kernel
+public import Serq.KernelExclusive
 public import Serq.KernelFacts
 public import Serq.KernelBudget
 public import Serq.KernelTimed
