@@ -22,6 +22,7 @@ public import Serq.Kernel
 public import Serq.KernelExclusive
 public import Serq.KernelFacts
 public import Serq.KernelBudget
+public import Serq.KernelExclusiveBudget
 public import Serq.KernelTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
