@@ -24,6 +24,7 @@ public import Serq.KernelFacts
 public import Serq.KernelBudget
 public import Serq.KernelExclusiveBudget
 public import Serq.KernelTimed
+public import Serq.KernelExclusiveTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
 public import Serq.KernelTiling
