@@ -1,18 +1,22 @@
 module
 
 public import Serq.KernelExclusiveBudget
-public import Serq.KernelTimed
+public import Serq.KernelServed
 
-/-! # `exclusive prefill`: timed, and the token rate
+/-! # `exclusive prefill`: timed, the records' `served`, the token rate, causality
 
 `Serq.KernelTimed`'s `runProgram_timed` and the token rates, for the run with engines under
 `exclusive prefill` (`runProgramX`, `Serq.KernelExclusive`), whichever engines `xs` plan exclusively:
 the records of an engine stage whose `execute` reads only the batch start no earlier than the one before
 it started plus that one's cost (`runProgramX_timed`), and with `runProgramX_within_budget` the token
-rate of such an engine of constant budget under an affine `execute` (`runProgramX_affine_token_rate`).
+rate of such an engine of constant budget under an affine `execute` (`runProgramX_affine_token_rate`);
+each record's `served` is the tokens of the iterations before it (`runProgramX_servedOk`), so the rate
+holds per record as a claim reads it (`runProgramX_affine_served_rate`, and the tiled ones); and no turn
+is answered before it started (`runProgramX_causal`).
 
-An exclusive plan, like vLLM's, sets no timer, makes no engine busy or idle, adds no record and keeps the
-clock (`*_clock`, `*_now`); `startExclusive` ends as `startIteration` does (`Machine.timed_start`).
+An exclusive plan, like vLLM's, sets no timer, makes no engine busy or idle, adds no record, keeps every
+engine's served count and the clock (`*_clock`, `*_engineServed`, `*_now`); `startExclusive` ends as
+`startIteration` does (`Machine.timed_start`, `servedChain_set`).
 -/
 @[expose] public section
 
@@ -176,6 +180,14 @@ theorem runProgramX_timed (p : Program) (xs : List Nat) (fuel s e : Nat) (hs : g
   (loopX_timed p xs s e hs hcost fuel _
     (endOfInstantX_timed p xs s e hs hcost fuel _ (settle_timed p fuel _ _ s (initial_timed p _ s e hs)))).2.1
 
+theorem rateIterationsX_within (p : Program) (xs : List Nat) (fuel s e B : Nat) (hs : getService p.stages s = .step e)
+    (hB : (getEngine p.engines e).budget = .num B) :
+    ∀ i ∈ rateIterations (getEngineState (runProgramX p xs fuel).engines s).records, i.tokens ≤ B := by
+  intro i hi
+  simp only [rateIterations, List.mem_map, List.mem_reverse] at hi
+  obtain ⟨r, hr, rfl⟩ := hi
+  exact runProgramX_within_budget p xs fuel s e B hs hB r hr
+
 /-- The token rate of an engine of constant budget `B` and `execute (a + b * batch.tokens)`, exclusive or
 not: `served · (a + b·B) ≤ B · start` at every iteration, in every run of the program with engines `xs`
 under `exclusive prefill`. -/
@@ -188,11 +200,231 @@ theorem runProgramX_affine_token_rate (p : Program) (xs : List Nat) (fuel s e B 
     rfl
   have ht : RateCost.Timed (fun x => a + b * x) (rateIterations (getEngineState (runProgramX p xs fuel).engines s).records) :=
     rateIterations_timed _ _ (fun r => by rw [hc]; rfl) _ (runProgramX_timed p xs fuel s e hs hcost)
-  have hw : ∀ i ∈ rateIterations (getEngineState (runProgramX p xs fuel).engines s).records, i.tokens ≤ B := by
-    intro i hi
-    simp only [rateIterations, List.mem_map, List.mem_reverse] at hi
-    obtain ⟨r, hr, rfl⟩ := hi
-    exact runProgramX_within_budget p xs fuel s e B hs hB r hr
-  exact RateCost.affine_token_rate a b B _ hw ht
+  exact RateCost.affine_token_rate a b B _ (rateIterationsX_within p xs fuel s e B hs hB) ht
+
+/-- The same under `execute (a * ceil(batch.tokens / g) + b * batch.tokens)` and a budget of `m` tiles of
+`g` (`B = g·m`): `served · (a·m + b·B) ≤ B · start`, exclusive or not. -/
+theorem runProgramX_tiled_token_rate (p : Program) (xs : List Nat) (fuel s e a b g m : Nat) (hg : 0 < g)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num (g * m))
+    (hc : (getEngine p.engines e).cost =
+      .bin .add (.bin .mul (.num a) (.floorDiv (.bin .add (.stageVar StageVar.tokens) (.num (g - 1))) g))
+        (.bin .mul (.num b) (.stageVar StageVar.tokens))) :
+    RateCost.RateHolds (a * m + b * (g * m)) (g * m) 0
+      (rateIterations (getEngineState (runProgramX p xs fuel).engines s).records) := by
+  have hcost : (getEngine p.engines e).cost.batchOnly = true := by
+    rw [hc]
+    rfl
+  have ht : RateCost.Timed (fun x => a * ((x + g - 1) / g) + b * x)
+      (rateIterations (getEngineState (runProgramX p xs fuel).engines s).records) :=
+    rateIterations_timed _ _ (fun r => by
+      rw [hc]
+      show a * ((r.tokens + (g - 1)) / g) + b * r.tokens = a * ((r.tokens + g - 1) / g) + b * r.tokens
+      have e1 : r.tokens + (g - 1) = r.tokens + g - 1 := by omega
+      rw [e1]) _ (runProgramX_timed p xs fuel s e hs hcost)
+  exact RateCost.tiled_token_rate a b g m hg _ (rateIterationsX_within p xs fuel s e (g * m) hs hB) ht
+
+/-! ### The records' `served` -/
+
+theorem runningPrefill_engineServed (p : Program) (s c : Nat) (ts : List Nat) (m : Machine) (b : Batch) (j : Nat) :
+    (getEngineState (runningPrefill p s c ts m b).1.engines j).served = (getEngineState m.engines j).served := by
+  fun_induction runningPrefill p s c ts m b <;> simp_all +zetaDelta [Machine.serveOne_engineServed]
+
+theorem exclusiveAdmit_engineServed (p : Program) (s c f : Nat) (m : Machine) (b : Batch) (j : Nat) :
+    (getEngineState (exclusiveAdmit p s c f m b).1.engines j).served = (getEngineState m.engines j).served := by
+  fun_induction exclusiveAdmit p s c f m b <;>
+    simp_all +zetaDelta [Machine.serveOne_engineServed, exec_engineServed]
+
+theorem planExclusive_engineServed (p : Program) (f s c : Nat) (m : Machine) (b : Batch) (j : Nat) :
+    (getEngineState (planExclusive p f s c m b).1.engines j).served = (getEngineState m.engines j).served := by
+  dsimp only [planExclusive]
+  split
+  · exact runningPrefill_engineServed ..
+  · split
+    · rw [serveIn_engineServed, runningPrefill_engineServed]
+    · rw [exclusiveAdmit_engineServed, serveIn_engineServed, runningPrefill_engineServed]
+
+theorem startExclusive_servedOk (p : Program) (f s : Nat) (eng : Engine) (m : Machine) (hm : m.servedOk) :
+    (startExclusive p f s eng m).servedOk := by
+  simp only [startExclusive]
+  split
+  · exact Machine.servedOk_frame (fun j => planExclusive_engineServed ..) (fun j => planExclusive_records ..) hm
+  · split
+    · exact Machine.servedOk_frame (fun j => planExclusive_engineServed ..) (fun j => planExclusive_records ..) hm
+    · refine servedChain_set s _ rfl (fun j => planExclusive_engineServed ..) (fun j => planExclusive_records ..) ?_ hm
+      simp only [planExclusive_engineServed, planExclusive_records, sumTokens, ServedChain]
+      obtain ⟨h1, h2⟩ := hm s
+      refine ⟨?_, h1, h2⟩
+      rw [h1]
+      omega
+
+theorem startStep_servedOk (p : Program) (xs : List Nat) (f s e : Nat) (m : Machine) (hm : m.servedOk) :
+    (startStep p xs f s e m).servedOk := by
+  unfold startStep
+  split
+  · exact startExclusive_servedOk p f s _ m hm
+  · exact startIteration_servedOk p f s _ m hm
+
+theorem startPassX_servedOk (p : Program) (xs : List Nat) (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat)
+    (m : Machine) (a : Bool) : m.servedOk → (startPassX p xs f ss s tried m a).1.servedOk := by
+  fun_induction startPassX p xs f ss s tried m a <;> intro hm
+  all_goals first
+    | exact hm
+    | (rename_i ih; exact ih hm)
+    | exact settle_servedOk p _ _ (startStep_servedOk _ _ _ _ _ _ hm)
+    | (rename_i ih; exact ih (settle_servedOk p _ _ (startStep_servedOk _ _ _ _ _ _ hm)))
+
+theorem startEnginesX_servedOk (p : Program) (xs : List Nat) (f n : Nat) (tried : List Nat) (m : Machine) :
+    m.servedOk → (startEnginesX p xs f n tried m).servedOk := by
+  fun_induction startEnginesX p xs f n tried m <;> intro hm
+  all_goals first
+    | exact hm
+    | exact startPassX_servedOk p _ _ _ _ _ _ _ hm
+    | (rename_i ih; exact ih (startPassX_servedOk p _ _ _ _ _ _ _ hm))
+
+theorem endOfInstantX_servedOk (p : Program) (xs : List Nat) (f : Nat) (m : Machine) (hm : m.servedOk) :
+    (endOfInstantX p xs f m).servedOk := by
+  simp only [endOfInstantX]
+  split
+  · exact hm
+  · exact startEnginesX_servedOk p _ _ _ _ _ hm
+
+theorem loopX_servedOk (p : Program) (xs : List Nat) (f : Nat) (m : Machine) :
+    m.servedOk → (loopX p xs f m).servedOk := by
+  fun_induction loopX p xs f m <;> intro hm
+  · exact hm
+  · exact hm
+  · rename_i ih
+    exact ih (endOfInstantX_servedOk p _ _ _ (settle_servedOk p _ _
+      (fire_servedOk p _ _ (Machine.servedOk_frame (fun _ => rfl) (fun _ => rfl) hm))))
+
+/-- `runProgram_servedOk` with engines `xs` under `exclusive prefill`: every engine's records are a
+`ServedChain` (a record's `served` is the tokens of the iterations before it). -/
+theorem runProgramX_servedOk (p : Program) (xs : List Nat) (fuel : Nat) : (runProgramX p xs fuel).servedOk := by
+  unfold runProgramX
+  exact loopX_servedOk p _ _ _ (endOfInstantX_servedOk p _ _ _ (settle_servedOk p _ _ (initial_servedOk p)))
+
+/-- The token rate per record, as a claim reads it, of an engine of constant budget `B` and `execute (a +
+b * batch.tokens)`, exclusive or not: every record has `served · (a + b·B) ≤ B · start`. -/
+theorem runProgramX_affine_served_rate (p : Program) (xs : List Nat) (fuel s e B a b : Nat)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
+    (hc : (getEngine p.engines e).cost = .bin .add (.num a) (.bin .mul (.num b) (.stageVar StageVar.tokens))) :
+    ∀ r ∈ (getEngineState (runProgramX p xs fuel).engines s).records, r.served * (a + b * B) ≤ B * r.start :=
+  served_rate_of_RateHolds _ _ _ (runProgramX_servedOk p xs fuel s).2
+    (runProgramX_affine_token_rate p xs fuel s e B a b hs hB hc)
+
+/-- The same under the tiled `execute` (`runProgramX_tiled_token_rate`): every record has `served · (a·m +
+b·B) ≤ B · start`, `B = g·m`. -/
+theorem runProgramX_tiled_served_rate (p : Program) (xs : List Nat) (fuel s e a b g m : Nat) (hg : 0 < g)
+    (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num (g * m))
+    (hc : (getEngine p.engines e).cost =
+      .bin .add (.bin .mul (.num a) (.floorDiv (.bin .add (.stageVar StageVar.tokens) (.num (g - 1))) g))
+        (.bin .mul (.num b) (.stageVar StageVar.tokens))) :
+    ∀ r ∈ (getEngineState (runProgramX p xs fuel).engines s).records,
+      r.served * (a * m + b * (g * m)) ≤ (g * m) * r.start :=
+  served_rate_of_RateHolds _ _ _ (runProgramX_servedOk p xs fuel s).2
+    (runProgramX_tiled_token_rate p xs fuel s e a b g m hg hs hB hc)
+
+/-! ### Causality: no turn answered before it started -/
+
+theorem exec_admitted_causal (p : Program) (f : Nat) (m : Machine) (st : List Nat) (i j : Nat) (hm : m.causal) :
+    (exec p f (m.admitWaiter p st i j)
+      (getThread (m.admitWaiter p st i j).threads (getWaiter (getPool m.pools i).queue j).thread)).causal :=
+  exec_causal p f _ _ (Machine.admitWaiter_causal p m st i j hm)
+    (getThread_causal _ _ _ (Machine.admitWaiter_causal p m st i j hm))
+
+theorem runningPrefill_causal (p : Program) (s c : Nat) (ts : List Nat) (m : Machine) (b : Batch) :
+    m.causal → (runningPrefill p s c ts m b).1.causal := by
+  fun_induction runningPrefill p s c ts m b <;> intro hm
+  all_goals first
+    | exact hm
+    | exact Machine.serveOne_causal p _ _ _ _ _ hm
+    | (rename_i ih; exact ih hm)
+    | (rename_i ih; exact ih (Machine.serveOne_causal p _ _ _ _ _ hm))
+
+theorem exclusiveAdmit_causal (p : Program) (s c f : Nat) (m : Machine) (b : Batch) :
+    m.causal → (exclusiveAdmit p s c f m b).1.causal := by
+  fun_induction exclusiveAdmit p s c f m b <;> intro hm
+  all_goals first
+    | exact hm
+    | exact Machine.causal_of_threads rfl rfl hm
+    | exact exec_admitted_causal p _ _ _ _ _ hm
+    | exact Machine.causal_of_threads rfl rfl (exec_admitted_causal p _ _ _ _ _ hm)
+    | exact Machine.serveOne_causal p _ _ _ _ _ (Machine.causal_of_threads rfl rfl (exec_admitted_causal p _ _ _ _ _ hm))
+    | exact Machine.serveOne_causal p _ _ _ _ _ (exec_admitted_causal p _ _ _ _ _ hm)
+    | (rename_i ih; exact ih (Machine.serveOne_causal p _ _ _ _ _ (exec_admitted_causal p _ _ _ _ _ hm)))
+    | (rename_i ih; exact ih (exec_admitted_causal p _ _ _ _ _ hm))
+
+theorem planExclusive_causal (p : Program) (f s c : Nat) (m : Machine) (b : Batch) (hm : m.causal) :
+    (planExclusive p f s c m b).1.causal := by
+  have h1 := runningPrefill_causal p s c (threadsOf (getEngineState m.engines s).residents) m b hm
+  dsimp only [planExclusive]
+  split
+  · exact h1
+  · split
+    · exact serveIn_causal p _ _ _ _ _ _ h1
+    · exact exclusiveAdmit_causal p _ _ _ _ _ (serveIn_causal p _ _ _ _ _ _ h1)
+
+theorem startExclusive_causal (p : Program) (f s : Nat) (eng : Engine) (m : Machine) :
+    m.causal → (startExclusive p f s eng m).causal := by
+  intro hm
+  simp only [startExclusive]
+  repeat' split
+  all_goals first
+    | exact planExclusive_causal p _ _ _ _ _ hm
+    | exact Machine.causal_of_threads rfl rfl (planExclusive_causal p _ _ _ _ _ hm)
+
+theorem startStep_causal (p : Program) (xs : List Nat) (f s e : Nat) (m : Machine) (hm : m.causal) :
+    (startStep p xs f s e m).causal := by
+  unfold startStep
+  split
+  · exact startExclusive_causal p f s _ m hm
+  · exact startIteration_causal p f s _ m hm
+
+theorem startPassX_causal (p : Program) (xs : List Nat) (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat)
+    (m : Machine) (a : Bool) : m.causal → (startPassX p xs f ss s tried m a).1.causal := by
+  fun_induction startPassX p xs f ss s tried m a <;> intro hm
+  all_goals first
+    | exact hm
+    | (rename_i ih; exact ih hm)
+    | exact settle_causal p _ _ (startStep_causal p _ _ _ _ _ hm)
+    | (rename_i ih; exact ih (settle_causal p _ _ (startStep_causal p _ _ _ _ _ hm)))
+
+theorem startEnginesX_causal (p : Program) (xs : List Nat) (f n : Nat) (tried : List Nat) (m : Machine) :
+    m.causal → (startEnginesX p xs f n tried m).causal := by
+  fun_induction startEnginesX p xs f n tried m <;> intro hm
+  all_goals first
+    | exact hm
+    | exact startPassX_causal p _ _ _ _ _ _ _ hm
+    | (rename_i ih; exact ih (startPassX_causal p _ _ _ _ _ _ _ hm))
+
+theorem endOfInstantX_causal (p : Program) (xs : List Nat) (f : Nat) (m : Machine) :
+    m.causal → (endOfInstantX p xs f m).causal := by
+  intro hm
+  simp only [endOfInstantX]
+  split
+  · exact hm
+  · exact startEnginesX_causal p _ _ _ _ _ hm
+
+theorem loopX_causal (p : Program) (xs : List Nat) (f : Nat) (m : Machine) : m.causal → (loopX p xs f m).causal := by
+  fun_induction loopX p xs f m <;> intro hm
+  · exact hm
+  · exact hm
+  · rename_i ih
+    apply ih
+    apply endOfInstantX_causal
+    apply settle_causal
+    apply fire_causal
+    intro th hth
+    exact Thread.causalAt_mono (hm th hth) (Nat.le_max_left _ _)
+
+/-- `runProgram_causal` with engines `xs` under `exclusive prefill`: in every run of every program, every
+answered turn was answered no earlier than it started. -/
+theorem runProgramX_causal (p : Program) (xs : List Nat) (fuel : Nat) :
+    ∀ th ∈ (runProgramX p xs fuel).threads, ∀ a ∈ th.answers, a.start ≤ a.answered := by
+  intro th hth a ha
+  have h : (runProgramX p xs fuel).causal := by
+    unfold runProgramX
+    exact loopX_causal p _ _ _ (endOfInstantX_causal p _ _ _ (settle_causal p _ _ (initial_causal p)))
+  exact (h th hth).1 a ha
 
 end Serq.Kernel

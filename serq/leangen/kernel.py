@@ -16,8 +16,10 @@ with a `queue fifo` or `queue by` (keys over the attributes, `now` and `waited`)
 (keys over a cached entry's `size`, `waiting`, its session's attributes and `now`), a `lease` on one of its
 pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
 step engines, one or several (each a stage with its own clauses, residents and records; idle engines plan
-their iterations in the stages' declaration order), with vLLM's default schedule (`tokens cap`, `each at most`
-and `execute` over the engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
+their iterations in the stages' declaration order), with vLLM's default schedule or `exclusive prefill` (the
+engines under it listed beside the program, `KernelProgram.exclusive`: lean/Serq/KernelExclusive.lean) (`tokens
+cap`, `each at most` and `execute` over the engine's context variables, `advance running [only (p)] by (keys)`
+and `admit waiting only (q)`
 over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
 `running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
 the engine's `admit waiting`); each engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
