@@ -537,16 +537,19 @@ def test_a_trace_cases_reproducer_reruns_from_its_folder(tmp_path):
 
 
 # ------------------------------------------------------------------ the compiled path
-def test_a_case_line_is_the_programs_tokens():
-    """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first."""
-    case = kernel_case(random.Random(7))
+@pytest.mark.parametrize("seed", [7, 4])  # (seed 4: an engine under `exclusive prefill`)
+def test_a_case_line_is_the_programs_tokens(seed):
+    """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first; the
+    engines under `exclusive prefill` after the program, before the sessions."""
+    case = kernel_case(random.Random(seed))
     observed = observe_kernel(case)
     line = encode_case(42, observed, fuel=99).split()
     p = observed.value
     assert line[:7] == ["42", "99", str(len(p.attributes)), str(p.serial_at), str(p.turn_no_at), str(p.sessions),
                         str(p.gap)]
     assert all(t.isdigit() for t in line)
-    tail = []
+    assert bool(p.exclusive) == (seed == 4)
+    tail = [len(p.exclusive), *p.exclusive, len(observed.sessions)]
     for s in observed.sessions:
         tail += [len(s.answers), *[x for a in reversed(s.answers) for x in a]]
         tail += [len(s.observations), *[x for o in reversed(s.observations) for x in o]]
