@@ -19,9 +19,12 @@ public import Serq.Oracle
 public import Serq.KernelMachine
 public import Serq.KernelMemory
 public import Serq.Kernel
+public import Serq.KernelExclusive
 public import Serq.KernelFacts
 public import Serq.KernelBudget
+public import Serq.KernelExclusiveBudget
 public import Serq.KernelTimed
+public import Serq.KernelExclusiveTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
 public import Serq.KernelTiling

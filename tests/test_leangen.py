@@ -360,10 +360,10 @@ KV_COST_TERM = ("(.bin .add (.bin .add (.bin .add (.num 1) (.floorDiv (.stageVar
                 "(.floorDiv (.bin .add (.stageVar 14) (.num 7)) 8)) (.stageVar 13))")
 
 
-def _iterations_theorem(iterations, stage: int = 0) -> str:
+def _iterations_theorem(iterations, stage: int = 0, run: str = "runProgram program 1000") -> str:
     """The Lean theorem that stage `stage`'s engine's records in the program's run are `iterations` (newest
     first in Lean): whole records with the KV sums, else their first eight fields (`_hand_fields`)."""
-    records = f"(getEngineState (runProgram program 1000).engines {stage}).records"
+    records = f"(getEngineState ({run}).engines {stage}).records"
     if len(iterations[0]) == 8:
         records += (".map (fun r => [r.start, r.tokens, r.prefilled, r.decoders, r.residents, r.demand, r.served, "
                     "r.arrived])")
@@ -669,7 +669,47 @@ ROUTE_TOKENS = {0: [(0, 1, 2, 1, 1, 0, 0)], 1: [(1, 1, 1, 0, 0, 0, 0)]}
 ROUTE_ITERATIONS = ([(0, 2, 2, 0, 1, 2, 0, 2, 0, 0, 4)], [(1, 3, 3, 0, 1, 3, 0, 2, 0, 0, 9)])
 
 
+# `exclusive prefill` (the reference, *Engines*: one prefill alone or a decode-only batch): one engine of a
+# budget of 4 and chunks of 3, three slots, a KV memory of cap 16 in blocks of 2 (`preempt none`), each request
+# a slot and 2 units, prefilling 5 - 2 * serial (5, 3, 1) and decoding 2, both growing the memory; three
+# sessions at 0. At 0 s0 is admitted and served 3 alone: nothing more is admitted once a prefill is selected
+# (grown to 4) (0-1). At 1 s0's running prefill takes precedence: its last 2 (grown to 6); s1 and s2 wait with
+# slots free (1-2). At 2 s0 decodes (position 5) and tentatively takes 1; s1 is admitted, its prefill
+# displaces s0's decode and takes the full budget, up to the chunk: 3 (grown to 4); s0's decode advances
+# nothing (2-3). At 3 s0 and s1 decode (positions 5 and 3), s2 is admitted and its prefill of 1 displaces
+# both (3-4). At 4 the three decode: a decode-only batch of 3, kv_decode 6 + 4 + 2 (4-5). At 5 s0 (to 7:
+# 8 units) and s1 (to 5: 6 units) grow, memory 16; s2's growth (to 4 units) does not fit: it is passed over
+# (5-6). At 6 s0's and s1's turns are answered, their memory given back, and s2 decodes its last (6-7).
+EXCLUSIVE_SOURCE = ("fn main() {\n"
+                    "  device gpu { kv cap 16; }\n"
+                    "  engine llm on gpu {\n"
+                    "    reqs cap 3;\n"
+                    "    tokens cap 4;\n"
+                    "    request (p, o) {\n"
+                    "      prefill (p) growing kv;\n"
+                    "      decode (o) growing kv;\n"
+                    "    }\n"
+                    "    schedule {\n"
+                    "      exclusive prefill each at most (3);\n"
+                    "      admit waiting while (running.preempted == 0) taking reqs (1), kv (2);\n"
+                    "    }\n"
+                    "    execute (1);\n"
+                    "  }\n"
+                    "  pool kv on gpu { block 2; evict lru; preempt none; }\n"
+                    "  pool reqs on llm { queue fifo; }\n"
+                    "  workload { arrive batch(3); }\n"
+                    "  server { llm (5 - 2 * serial, 2); }\n"
+                    "}\n")
+EXCLUSIVE_ANSWERS = {0: [(0, 1, 0, 6)], 1: [(1, 1, 0, 6)], 2: [(2, 1, 0, 7)]}
+EXCLUSIVE_TOKENS = {0: [(0, 1, 2, 1, 5, 0, 0)], 1: [(1, 1, 3, 2, 5, 0, 0)], 2: [(2, 1, 4, 3, 6, 0, 0)]}
+EXCLUSIVE_ITERATIONS = [(0, 3, 3, 0, 1, 3, 0, 3, 0, 0, 9), (1, 2, 2, 0, 1, 2, 3, 3, 0, 3, 16),
+                        (2, 3, 3, 0, 2, 4, 5, 3, 0, 0, 9), (3, 1, 1, 0, 3, 3, 8, 3, 0, 0, 1),
+                        (4, 3, 0, 3, 3, 3, 9, 3, 12, 0, 0), (5, 2, 0, 2, 3, 3, 12, 3, 14, 0, 0),
+                        (6, 1, 0, 1, 1, 1, 14, 3, 4, 0, 0)]
+
+
 @pytest.mark.parametrize("name, source, answers, tokens, iterations", [
+    ("exclusive", EXCLUSIVE_SOURCE, EXCLUSIVE_ANSWERS, EXCLUSIVE_TOKENS, EXCLUSIVE_ITERATIONS),
     ("by_remaining", BY_REMAINING_SOURCE, BY_REMAINING_ANSWERS, BY_REMAINING_TOKENS, BY_REMAINING_ITERATIONS),
     ("phases", PHASES_SOURCE, PHASES_ANSWERS, PHASES_TOKENS, PHASES_ITERATIONS),
     ("kv_memory", KV_SOURCE, KV_ANSWERS, KV_TOKENS, KV_ITERATIONS),
@@ -794,7 +834,6 @@ def test_kernel_export_of_only():
 @pytest.mark.parametrize("schedule, what", [
     ("advance running by (-remaining);", "a negation"),
     ("advance running by (running.kv_decode);", "the context variable `kv_decode`"),
-    ("exclusive prefill;", "`exclusive prefill` on engine `llm`"),
     ("advance running only (decoding) each at most (3); advance running each at most (3);",
      "a schedule other than vLLM's with `only`"),
 ])
@@ -1275,6 +1314,51 @@ def test_exported_kernel_programs_run_in_lean_as_computed_by_hand(tmp_path: Path
     # one theorem at a time: elaborated asynchronously, every theorem's kernel evaluation stays in memory
     # until the file ends (past 16 GB with the programs above)
     f.write_text("\n".join(parts).replace("@[expose] public section", "set_option Elab.async false\n\n@[expose] public section", 1))
+    r = compile_file(f)
+    assert r.ok, [d.message for d in r.diagnostics]
+
+
+def test_kernel_export_of_exclusive_prefill(tmp_path):
+    """`serq lean export` takes `exclusive prefill`: the engine's clauses as vLLM's schedule's (no serve keys,
+    no `only`), and the engines under it beside the program (`exclusive`, `Serq.Kernel.runProgramX`'s)."""
+    from click.testing import CliRunner
+
+    from serq.cli import main
+    f, _ = _written(tmp_path, "exclusive", EXCLUSIVE_SOURCE)
+    r = CliRunner().invoke(main, ["lean", "export", str(f)])
+    assert r.exit_code == 0, r.output
+    for term in ("public import Serq.KernelExclusive", "engines := [⟨(.num 4), (.num 3), (.num 1), [], none, none, true, (.num 0)⟩]",
+                 "def exclusive : List Nat := [0]"):
+        assert term in r.output, term
+    r = CliRunner().invoke(main, ["lean", "export", str(_written(tmp_path, "pd", PD_SOURCE)[0])])
+    assert r.exit_code == 0 and "exclusive" not in r.output  # (a program with none: as before)
+
+
+@pytest.mark.lean
+def test_the_exclusive_prefill_program_runs_in_lean_as_computed_by_hand(tmp_path: Path):
+    """EXCLUSIVE_SOURCE's run in the Lean interpreter (`runProgramX program exclusive`, its own file): its
+    answers, its turns' tokens and its engine's iterations are the hand-computed ones, and the interpreter
+    that ignores `exclusive prefill` (`runProgram`, vLLM's schedule) answers otherwise."""
+    from serq.leangen.build import compile_file
+    from serq.leangen.kernel import kernel_program, render_kernel_module
+    _, program = _written(tmp_path, "exclusive", EXCLUSIVE_SOURCE)
+    ns = "Serq.Programs.Exclusive"
+    run = "runProgramX program exclusive 1000"
+    text = render_kernel_module(kernel_program(program, tmp_path), ns)
+    theorems = "".join(
+        f"theorem session_{s} : (getThread ({run}).threads {s}).answers = "
+        f"[{', '.join(f'⟨{a}, {b}, {c}, {d}⟩' for a, b, c, d in reversed(turns))}] := by\n  decide +kernel\n\n"
+        for s, turns in EXCLUSIVE_ANSWERS.items())
+    theorems += "".join(
+        f"theorem tokens_{s} : (getThread ({run}).threads {s}).tokens = "
+        f"[{', '.join('⟨' + ', '.join(map(str, t)) + '⟩' for t in reversed(ts))}] := by\n  decide +kernel\n\n"
+        for s, ts in EXCLUSIVE_TOKENS.items())
+    theorems += _iterations_theorem(EXCLUSIVE_ITERATIONS, run=run)
+    theorems += (f"theorem not_vllm : iterationsEq (getEngineState (runProgram program 1000).engines 0).records "
+                 f"(getEngineState ({run}).engines 0).records = false := by\n  decide +kernel\n\n")
+    f = tmp_path / "Exclusive.lean"
+    f.write_text(text.replace(f"end {ns}", theorems + f"end {ns}").replace(
+        "@[expose] public section", "set_option Elab.async false\n\n@[expose] public section", 1))
     r = compile_file(f)
     assert r.ok, [d.message for d in r.diagnostics]
 

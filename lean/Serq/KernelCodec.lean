@@ -1,20 +1,22 @@
 module
 
-public import Serq.Kernel
+public import Serq.KernelExclusive
 
 /-! # Reading kernel cases from text, for the compiled differential tests
 
 The kernel-checked differential tests (`decide +kernel`, one theorem per case) cost ~0.4 s a
 case. The compiled path runs many more: one Lean process reads cases, one per line, runs the
 very `Serq.Kernel.agrees` the theorems state, and prints a verdict per case
-(`serq.leangen.kernel_drt.run_compiled`, the driver `serq/leangen/templates/kernel_driver.lean.j2`).
+(`serq.leangen.kernel_drt.run_compiled`, the driver `serq/leangen/templates/kernel_driver.lean.j2`),
+`agreesX` (`Serq.KernelExclusive`: `agrees` when no engine is under `exclusive prefill`).
 
 A line is whitespace-separated natural numbers (`serq.leangen.kernel_drt.encode_case` writes
 them), in prefix form:
 
-* case: `id fuel program sessions (answers (4 each) observations (5 each) tokens (5 each))* stages
+* case: `id fuel program exclusive sessions (answers (4 each) observations (5 each) tokens (5 each))* stages
   (iterations (11 each: the record's fields in order))*`, each list as its length then its elements, newest first (as
-  `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none);
+  `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none), `exclusive` the
+  engines under `exclusive prefill` (`Serq.KernelExclusive`) as their count then each one's index;
 * program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
   blocks cachedAt computedAt engines admitVia preemptModes preemptKeys evictKeys`, the stages as their count then each service (`0` delay, `1 c`
   fifo(c), `2 e` step engine e), the caps as
@@ -472,11 +474,14 @@ def checkLine (line : String) : Option (Nat × Bool) :=
   match ts with
   | id :: fuel :: r =>
     match readProgram (tokenCount ts) r with
-    | some (p, n :: r) =>
-      match readExpected n r with
-      | some (es, ns :: r) =>
-        match readRecords ns r with
-        | some (rs, []) => some (id, agrees p fuel es rs)
+    | some (p, nx :: r) =>
+      match readNats nx r with
+      | some (xs, n :: r) =>
+        match readExpected n r with
+        | some (es, ns :: r) =>
+          match readRecords ns r with
+          | some (rs, []) => some (id, agreesX p xs fuel es rs)
+          | _ => none
         | _ => none
       | _ => none
     | _ => none

@@ -16,8 +16,10 @@ with a `queue fifo` or `queue by` (keys over the attributes, `now` and `waited`)
 (keys over a cached entry's `size`, `waiting`, its session's attributes and `now`), a `lease` on one of its
 pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
 step engines, one or several (each a stage with its own clauses, residents and records; idle engines plan
-their iterations in the stages' declaration order), with vLLM's default schedule (`tokens cap`, `each at most`
-and `execute` over the engine's context variables, `advance running [only (p)] by (keys)` and `admit waiting only (q)`
+their iterations in the stages' declaration order), with vLLM's default schedule or `exclusive prefill` (the
+engines under it listed beside the program, `KernelProgram.exclusive`: lean/Serq/KernelExclusive.lean) (`tokens
+cap`, `each at most` and `execute` over the engine's context variables, `advance running [only (p)] by (keys)`
+and `admit waiting only (q)`
 over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
 `running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
 the engine's `admit waiting`); each engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
@@ -57,10 +59,11 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
           "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines, one "
-          "or several, each with vLLM's default schedule, its serve order and `only` included, an `execute` cost "
+          "or several, each with vLLM's default schedule, its serve order and `only` included, or `exclusive "
+          "prefill`, an `execute` cost "
           "over the batch (its KV sums included), and each engine's KV memory whose "
           "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not; "
-          "the stages' observables, `exclusive prefill` and other iteration bodies come next")
+          "the stages' observables and other iteration bodies come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py). In `execute`, `kv_decode` and
@@ -141,6 +144,9 @@ class KernelProgram:
     # `while (running.preempted == 0)` before every admission: `Serq.Kernel.Engine.admitGated`, and the
     # `granule`: `num 0` for none, `Serq.Kernel.Engine.granule`)
     engines: list[tuple] = field(default_factory=list)
+    # the engines (indices into `engines`) under `exclusive prefill; admit waiting while (running.preempted == 0);`
+    # (the IR's `serve` `ExclusivePrefill`): `Serq.Kernel.runProgramX`'s `xs` (lean/Serq/KernelExclusive.lean)
+    exclusive: list[int] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
     preempt_modes: list[int] = field(default_factory=list)
@@ -194,6 +200,7 @@ class _Lowering:
         # lowering a hold's units, reserve and reuse: the engine that admits its queue (None: none does)
         self.admitting_engine: str | None = None
         self.engines: list[tuple] = []
+        self.exclusive: list[int] = []
 
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
@@ -227,6 +234,7 @@ class _Lowering:
             init=self.refusing_pool_state(INIT_READS, self.block, w.init), turn_block=self.block(w.turn),
             session=self.block(w.session),
             server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
+            exclusive=self.exclusive,
             admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys,
             trace=trace)
 
@@ -334,10 +342,11 @@ class _Lowering:
 
     def engine(self, stage: ir.Stage, svc: ir.Step) -> tuple:
         """A step engine under vLLM's default schedule (`advance running [by (keys)]; admit waiting
-        while (running.preempted == 0);`: no iteration body), its clauses and serve keys lowered."""
+        while (running.preempted == 0);`: no iteration body) or `exclusive prefill` (recorded in
+        `exclusive`: its `Engine` value is the default schedule's, with no serve keys and no `only`), its
+        clauses and serve keys lowered."""
         where = stage.at, self.base
-        for present, what in ((svc.serve.kind == "exclusive_prefill", "`exclusive prefill`"),
-                              (svc.iteration is not None and not _is_vllm_with_only(svc.iteration),
+        for present, what in ((svc.iteration is not None and not _is_vllm_with_only(svc.iteration),
                                "a schedule other than vLLM's with `only` (a branch, a set, another order or gate)"),
                               (bool(svc.registers), "registers")):
             if present:
@@ -373,6 +382,8 @@ class _Lowering:
         else:
             with self.lowering(engine_clause="granule", pool_state_refused="in an engine's `granule`"):
                 clauses.append(self.expr(svc.granule, stage.at))
+        if svc.serve.kind == "exclusive_prefill":
+            self.exclusive.append(len(self.engines))
         self.engines.append(tuple(clauses))
         return ("step", len(self.engines) - 1)
 

@@ -208,6 +208,8 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     trace_nos = p.trace.file_order if p.trace is not None else []
     out.append(len(trace_nos))
     out.extend(trace_nos)
+    out.append(len(p.exclusive))
+    out.extend(p.exclusive)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):
@@ -226,7 +228,7 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
 #: The modules whose definitions the compiled driver declares again (in this order), and where each
 #: one's executable part ends (its theorems follow).
 DRIVER_MODULES = (("KernelMachine.lean", None), ("KernelMemory.lean", None), ("Kernel.lean", None),
-                  ("KernelCodec.lean", None))
+                  ("KernelExclusive.lean", "/-! ### No engine under"), ("KernelCodec.lean", None))
 
 
 def driver_semantics(root: Path | None = None) -> str:

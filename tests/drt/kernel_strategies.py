@@ -24,6 +24,8 @@ session's end. An engine in two lasts a cost over the batch's KV sums (`_kv_cost
 iteration's record carries anyway. Last, a program in four with an engine gets a second one (`_second_engine`),
 with its own slots and, often, its own memory, its request run after the first's (prefill/decode
 disaggregation) or instead of it by a branch (a router), the two requests sharing a pool one in two.
+After that, a program in three with an engine puts each engine, one in two, under `exclusive prefill`
+(`_exclusive_prefill`).
 
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
@@ -237,6 +239,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     program = _ordered_trace(program, rng)
     _kv_cost(program, rng)
     _second_engine(program, rng)
+    _exclusive_prefill(program, rng)
     return KernelCase(program)
 
 
@@ -560,6 +563,24 @@ def _second_engine(program: ir.Program, rng: random.Random) -> None:
             for clause in (stmt.cache, stmt.reuse):  # (a clause is a cost of every pool of the hold: `g` caches too)
                 if clause is not None:
                     clause.resources.append(SHARED)
+
+
+def _exclusive_prefill(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after everything else (every other seed's program is what it was before): a program in three
+    with an engine has each of its engines, one in two, under `exclusive prefill; admit waiting while
+    (running.preempted == 0);` (the IR's `serve` `ExclusivePrefill`, no iteration body: the serve order
+    and the `only` predicates go; its budget, chunk cap, granule, cost and memory stay). A running
+    prefill then takes the iteration alone, else the decodes are served and a waiting prefill that fits
+    displaces them; with several slots and a budget of a few tokens, decodes run beside waiting prefills,
+    so that displacements happen."""
+    stages = [stage for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not stages or rng.randrange(3):
+        return
+    for stage in stages:
+        if rng.randrange(2):
+            continue
+        stage.service.serve = ir.ServeExclusivePrefill()
+        stage.service.iteration = None
 
 
 def _preemption(rng: random.Random):

@@ -406,6 +406,24 @@ def _waiting_counts_every_engine():
         yield
 
 
+@contextmanager
+def _exclusive_admits_after_a_prefill():
+    """A planted bug in the engines: under `exclusive prefill`, an iteration that selected a prefill (a running
+    one, or a waiting one that displaced the decodes) goes on admitting the waiting with the budget left, each
+    served at once, as vLLM's schedule would (the reference: "once a prefill is selected nothing more is
+    admitted in that iteration")."""
+    plan = StepStage.plan_exclusive
+
+    def patched(self):
+        plan(self)
+        if not self.n_pre and any(not J.dec and J.sched > 0.0 for J in self.batch):
+            self.stop_admit = False
+            self.admit(None, None, until_preempted=True)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "plan_exclusive", patched)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -440,7 +458,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "trace_replayed_in_arrival_order": _by_patching(_trace_replayed_in_arrival_order),
            "kv_prefill_after_the_chunk": _by_patching(_kv_prefill_after_the_chunk),
            "engines_plan_last_declared_first": _by_patching(_engines_plan_last_declared_first),
-           "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine)}
+           "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine),
+           "exclusive_admits_after_a_prefill": _by_patching(_exclusive_admits_after_a_prefill)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug, in the kernel-checked batch and among the compiled lines alike: the search for them
 # (the interpreter twice a seed, up to thousands of seeds a bug) is done once a run and its cases shared
@@ -519,16 +538,19 @@ def test_a_trace_cases_reproducer_reruns_from_its_folder(tmp_path):
 
 
 # ------------------------------------------------------------------ the compiled path
-def test_a_case_line_is_the_programs_tokens():
-    """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first."""
-    case = kernel_case(random.Random(7))
+@pytest.mark.parametrize("seed", [7, 4])  # (seed 4: an engine under `exclusive prefill`)
+def test_a_case_line_is_the_programs_tokens(seed):
+    """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first; the
+    engines under `exclusive prefill` after the program, before the sessions."""
+    case = kernel_case(random.Random(seed))
     observed = observe_kernel(case)
     line = encode_case(42, observed, fuel=99).split()
     p = observed.value
     assert line[:7] == ["42", "99", str(len(p.attributes)), str(p.serial_at), str(p.turn_no_at), str(p.sessions),
                         str(p.gap)]
     assert all(t.isdigit() for t in line)
-    tail = []
+    assert bool(p.exclusive) == (seed == 4)
+    tail = [len(p.exclusive), *p.exclusive, len(observed.sessions)]
     for s in observed.sessions:
         tail += [len(s.answers), *[x for a in reversed(s.answers) for x in a]]
         tail += [len(s.observations), *[x for o in reversed(s.observations) for x in o]]
