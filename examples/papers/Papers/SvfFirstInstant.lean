@@ -198,4 +198,50 @@ theorem svf_first_settle_spec (n g : Nat) :
   rw [getThread_append_lt _ _ _ (by rw [svfWaitings_length]; exact hs)]
   exact getThread_svfWaitings n s hs
 
+/-- The first hold in `reqs`' queue at the first instant is session 0's. -/
+theorem svfWaiters_succ : ∀ n, ∃ ws, svfWaiters (n + 1) = svfWaiter 0 0 :: ws
+  | 0 => ⟨[], rfl⟩
+  | n + 1 => by
+    obtain ⟨ws, h⟩ := svfWaiters_succ n
+    exact ⟨ws ++ [svfWaiter (n + 1) 0], by
+      show svfWaiters (n + 1) ++ [svfWaiter (n + 1) 0] = _
+      rw [h]; rfl⟩
+
+/-- **The first admission, for every batch.** At the settled first instant of a batch of `n + 1`
+sessions, the hold `reqs`' queue offers (the one the engine's `admit waiting` takes first) is session
+0's, of volume 1: the least volume, and the first that joined (`svf_admits_least_volume`,
+`svf_admits_first_least`, since no session has volume 0). -/
+theorem svf_first_admission (n : Nat) :
+    select (svfP (n + 1)) (svfMid (n + 1) (n + 1) 0) 0 (svfWaiters (n + 1)) = 0 := by
+  obtain ⟨ws, hws⟩ := svfWaiters_succ n
+  have hq : (getPool (svfMid (n + 1) (n + 1) 0).pools 0).queue = svfWaiter 0 0 :: ws := hws
+  have hhf : HeadFree (svfMid (n + 1) (n + 1) 0).pools := by
+    intro q hq' w hw
+    have hq'' : q = ⟨0, 0, svfWaiters (n + 1), []⟩ := by simpa [svfMid] using hq'
+    subst hq''
+    exact (svfWaiters_spec (n + 1) w hw).2.1
+  have hthreads : ∀ t < n + 1, getThread (svfMid (n + 1) (n + 1) 0).threads t = svfWaiting t 0 := by
+    intro t ht
+    show getThread (svfWaitings (n + 1) ++ []) t = _
+    rw [getThread_append_lt _ _ _ (by rw [svfWaitings_length]; exact ht)]
+    exact getThread_svfWaitings (n + 1) t ht
+  have hl := svf_admits_least_volume (n + 1) _ hhf _ ws hq
+  have hf := svf_admits_first_least (n + 1) _ hhf _ ws hq
+  rw [hws]
+  rcases Nat.eq_zero_or_pos (select { Papers.Claims.Svf.program with sessions := n + 1 } (svfMid (n + 1) (n + 1) 0) 0
+      (svfWaiter 0 0 :: ws)) with h | hpos
+  · exact h
+  exfalso
+  have h0 := hf 0 hpos
+  -- the offered hold is in the queue, so its session is one of the `n + 1`, of volume at least 1
+  have hmem := getWaiter_mem' (svfWaiter 0 0 :: ws) _ hl.1
+  have hspec : ∀ x ∈ svfWaiter 0 0 :: ws, x.thread < n + 1 := by
+    rw [← hws]
+    exact fun x hx => (svfWaiters_spec (n + 1) x hx).2.2
+  have hsel := hspec _ hmem
+  rw [hthreads _ hsel] at h0
+  have h00 : (getWaiter (svfWaiter 0 0 :: ws) 0).thread = 0 := rfl
+  rw [h00, hthreads 0 (by omega)] at h0
+  simp [svfWaiting, getAt, svfVol] at h0
+
 end Papers
