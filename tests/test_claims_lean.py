@@ -800,7 +800,7 @@ def test_svf_batches_to_40_are_decided_one_run_at_a_time():
     assert "(hn : n < 41)" in upto
     first = (papers / "SvfFirstInstant.lean").read_text()
     for name in ("svf_exec_arrival", "insertByCreation_svf", "svf_runReady_mid", "svf_first_settle",
-                 "svf_first_settle_spec"):
+                 "svf_first_settle_spec", "svf_first_admission"):
         assert f"theorem {name} " in first, name
     assert "settle (svfP n) (g + 9 * n + 2) (initial (svfP n)) = svfMid n n 0" in first
 
