@@ -1,0 +1,113 @@
+module
+
+public import Papers.SvfFirstInstant
+
+/-! # SVF (`svf.sq`): the first iteration, for every batch
+
+Groundwork for the step after the first instant (`Papers.svf_first_settle`): the engine's first
+iteration at 0 admits session 0's hold (the one `select` offers, `Papers.svf_first_admission`). The
+kernel cannot evaluate `select` over a queue whose tail is symbolic in `n`, so the engine's functions are
+unfolded by hand around it, each equation the interpreter's own code: `svf_end_start` (`endOfInstant` of
+the settled first instant is `svfEndTail` of the engine's `startIteration`), `svf_start_iter`
+(`startIteration` is `svfIterTail` of `admitWaiting` on the initial batch) and `svf_admit_first`
+(`admitWaiting` with `select` rewritten to 0 admits the hold at index 0, `admitOne`). What is not here:
+evaluating the rest (`admitOne`, the record, the timer) to the machine of the first iteration; by the
+elaborator's `rfl` it ran past 2 000 000 heartbeats in this WebAssembly build (280 s), so it needs
+explicit intermediate machines.
+-/
+
+@[expose] public section
+
+namespace Papers
+
+open Serq Kernel
+
+theorem svfWaitings_succ : ∀ n, ∃ ts, svfWaitings (n + 1) = svfWaiting 0 0 :: ts
+  | 0 => ⟨[], rfl⟩
+  | n + 1 => by
+    obtain ⟨ts, h⟩ := svfWaitings_succ n
+    exact ⟨ts ++ [svfWaiting (n + 1) 0], by
+      show svfWaitings (n + 1) ++ [svfWaiting (n + 1) 0] = _
+      rw [h]; rfl⟩
+
+/-- The settled first instant, its first thread and first hold in front. -/
+def svfCons (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
+  ⟨0, 0, svfWaiting 0 0 :: ts, [], [], idleStages (svfP n).stages,
+   [⟨0, 0, svfWaiter 0 0 :: ws, []⟩], false, idleEngines (svfP n).stages, 1, n, noProgress n, false⟩
+
+/-- The first admission with `select` rewritten: the engine admits the hold at index 0. -/
+theorem svf_admit_first (n f : Nat) (ts : List Thread) (ws : List Waiter)
+    (hsel : select (svfP n) (svfCons n ts ws) 0 (svfWaiter 0 0 :: ws) = 0) :
+    admitWaiting (svfP n) 0 0 none true (f + 1) (svfCons n ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩ =
+      admitWaiting (svfP n) 0 0 none true f
+        (admitOne (svfP n) f 0 0 0 0 none (svfCons n ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩).1
+        (admitOne (svfP n) f 0 0 0 0 none (svfCons n ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩).2 := by
+  show (let j := select (svfP n) (svfCons n ts ws) 0 (svfWaiter 0 0 :: ws)
+        let w := getWaiter (svfWaiter 0 0 :: ws) j
+        let th := getThread (svfCons n ts ws).threads w.thread
+        if fits (svfP n).blocks ⟨(svfP n).caps, (svfCons n ts ws).pools, th.serial, admissionStage 0 4⟩ th.attrs 0 w.on then
+          let r := admitOne (svfP n) f 0 0 0 j none (svfCons n ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩
+          admitWaiting (svfP n) 0 0 none true f r.1 r.2
+        else (svfCons n ts ws, ⟨4, 0, 0, 0, 0, 0, false⟩)) = _
+  rw [hsel]
+  rfl
+
+/-- `startIteration`'s code once the batch is planned (`planned`), as the interpreter has it. -/
+noncomputable def svfIterTail (p : Program) (s chunk : Nat) (eng : Kernel.Engine) (planned : Kernel.Machine × Batch) : Kernel.Machine :=
+  let m' := planned.1
+  let b := planned.2
+  let es' := getEngineState m'.engines s
+  if b.tokens = 0 && b.preempted = 0 then m' else
+  let nres := countResidents es'.residents
+  let kvd := batchKvDecode p m' es'.residents
+  let kvp := batchKvPrefill m' es'.residents
+  let att2 := batchAttention2 m' es'.residents
+  let cost := eval (engineView p m' (costVars b.tokens b.prefilled b.decoders nres (waitingIn s p.admitVia m'.pools) kvd kvp att2)) [] m'.now 0 eng.cost
+  if cost = 0 && b.tokens != 0 then { m' with failed := true } else
+  let record : Iteration := ⟨m'.now, b.tokens, b.prefilled, b.decoders, nres, demandOf chunk es'.residents, es'.served, m'.arrived, kvd, kvp, att2⟩
+  let running' : EngineState :=
+    { es' with busy := true, start := m'.now, served := es'.served + b.tokens, records := record :: es'.records }
+  { m' with engines := setEngineState m'.engines s running' }.setTimer (m'.now + cost) (.iterationEnd s)
+
+theorem svf_start_iter (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    startIteration (svfP n) (f + 1) 0 (getEngine (svfP n).engines 0) (svfCons n ts ws) =
+      svfIterTail (svfP n) 0 0 (getEngine (svfP n).engines 0)
+        (admitWaiting (svfP n) 0 0 none true (f + 1) (svfCons n ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩) := rfl
+
+/-- `endOfInstant`'s code once the (one) engine's iteration started (`x`). -/
+noncomputable def svfEndTail (p : Program) (f : Nat) (x : Kernel.Machine) : Kernel.Machine :=
+  let r := (let m' := settle p f x
+            if m'.dueNow then (m', [0], true, true) else startPass p f [] 1 [0] m' true)
+  if r.2.2.2 || !r.2.2.1 then r.1 else startEngines p f 1 r.2.1 r.1
+
+theorem svf_end_start (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    endOfInstant (svfP n) f (svfCons n ts ws) =
+      svfEndTail (svfP n) f (startIteration (svfP n) f 0 (getEngine (svfP n).engines 0) (svfCons n ts ws)) := rfl
+
+/-- The settled first instant of `n + 1` sessions in front form, and `select` there. -/
+theorem svfMid_cons (n : Nat) : ∃ ts ws, svfWaiters (n + 1) = svfWaiter 0 0 :: ws ∧
+    svfMid (n + 1) (n + 1) 0 = svfCons (n + 1) ts ws ∧
+    select (svfP (n + 1)) (svfCons (n + 1) ts ws) 0 (svfWaiter 0 0 :: ws) = 0 := by
+  obtain ⟨ws, hws⟩ := svfWaiters_succ n
+  obtain ⟨ts, hts⟩ := svfWaitings_succ n
+  have hm : svfMid (n + 1) (n + 1) 0 = svfCons (n + 1) ts ws := by
+    simp [svfMid, svfCons, hws, hts, arrivals, serials]
+  have hsel := svf_first_admission n
+  rw [hm, hws] at hsel
+  exact ⟨ts, ws, hws, hm, hsel⟩
+
+/-- The first iteration's start, reduced past `select`: for every batch of `n + 1` sessions, the end of
+the settled first instant is the interpreter's remaining code (`svfEndTail`, `svfIterTail`) over
+`admitOne` of the hold at index 0, session 0's. -/
+theorem svf_first_start_reduced (n f : Nat) : ∃ ts ws,
+    svfWaiters (n + 1) = svfWaiter 0 0 :: ws ∧
+    endOfInstant (svfP (n + 1)) (f + 1) (svfMid (n + 1) (n + 1) 0) =
+      svfEndTail (svfP (n + 1)) (f + 1) (svfIterTail (svfP (n + 1)) 0 0 (getEngine (svfP (n + 1)).engines 0)
+        (admitWaiting (svfP (n + 1)) 0 0 none true f
+          (admitOne (svfP (n + 1)) f 0 0 0 0 none (svfCons (n + 1) ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩).1
+          (admitOne (svfP (n + 1)) f 0 0 0 0 none (svfCons (n + 1) ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩).2)) := by
+  obtain ⟨ts, ws, hws, hm, hsel⟩ := svfMid_cons n
+  refine ⟨ts, ws, hws, ?_⟩
+  rw [hm, svf_end_start, svf_start_iter, svf_admit_first _ _ _ _ hsel]
+
+end Papers
