@@ -110,4 +110,50 @@ theorem svf_first_start_reduced (n f : Nat) : ∃ ts ws,
   refine ⟨ts, ws, hws, ?_⟩
   rw [hm, svf_end_start, svf_start_iter, svf_admit_first _ _ _ _ hsel]
 
+/-! ### The first iteration, evaluated in steps -/
+
+/-- Session 0 once admitted and run into its prefill: admission number 1, what is left the decodes,
+its hold's release (one unit of `reqs`), the observe, the answer and the session's end. -/
+def svfServing0 : Thread :=
+  ⟨0, [0, 0, 4, svfVol 0, 0, 1, svfVol 0], 1, 0, true,
+   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false⟩] (svfWaiter 0 0),
+    .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], 1, 0, [], []⟩
+
+/-- The machine once session 0 is admitted and its prefill scheduled whole (4 tokens). -/
+def svfM1 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
+  ⟨0, 0, svfServing0 :: ts, [], [], idleStages (svfP (n + 1)).stages, [⟨1, 1, ws, []⟩], false,
+   [⟨[⟨0, 4, false, 1, 4, 0⟩], false, 0, 0, []⟩], 2, n + 1, noProgress (n + 1), false⟩
+
+/-- The machine once the first iteration started: busy from 0, its record kept, its end at 1. -/
+def svfM2 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
+  ⟨0, 1, svfServing0 :: ts, [], [⟨1, 0, .iterationEnd 0⟩], idleStages (svfP (n + 1)).stages, [⟨1, 1, ws, []⟩], false,
+   [⟨[⟨0, 4, false, 1, 4, 0⟩], true, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩]⟩], 2, n + 1,
+   noProgress (n + 1), false⟩
+
+theorem svf_admitOne_first (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    admitOne (svfP (n + 1)) (f + 1) 0 0 0 0 none (svfCons (n + 1) ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩ =
+      (svfM1 n ts ws, ⟨4, 4, 4, 0, 0, 0, false⟩) := rfl
+
+theorem svf_admitWaiting_spent (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    admitWaiting (svfP (n + 1)) 0 0 none true (f + 1) (svfM1 n ts ws) ⟨4, 4, 4, 0, 0, 0, false⟩ =
+      (svfM1 n ts ws, ⟨4, 4, 4, 0, 0, 0, false⟩) := rfl
+
+theorem svf_iterTail_first (n : Nat) (ts : List Thread) (ws : List Waiter) :
+    svfIterTail (svfP (n + 1)) 0 0 (getEngine (svfP (n + 1)).engines 0) (svfM1 n ts ws, ⟨4, 4, 4, 0, 0, 0, false⟩) =
+      svfM2 n ts ws := rfl
+
+theorem svf_endTail_first (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    svfEndTail (svfP (n + 1)) (f + 2) (svfM2 n ts ws) = svfM2 n ts ws := rfl
+
+/-- **The first iteration, for every batch.** For every batch of `n + 1` sessions and every fuel of at
+least 3 past the first instant's, the end of the settled first instant is `svfM2`: the clock 0, the
+engine busy from 0 with one resident, session 0's prefill of 4 tokens all scheduled, its record (4
+tokens, all prefill, one resident, demand 4, `n + 1` arrived), the iteration's end the one timer, at 1;
+session 0's hold holds `reqs`' one unit, and the queue is the other sessions' holds in serial order. -/
+theorem svf_first_start (n f : Nat) : ∃ ts ws, svfWaiters (n + 1) = svfWaiter 0 0 :: ws ∧
+    endOfInstant (svfP (n + 1)) (f + 3) (svfMid (n + 1) (n + 1) 0) = svfM2 n ts ws := by
+  obtain ⟨ts, ws, hws, h⟩ := svf_first_start_reduced n (f + 2)
+  refine ⟨ts, ws, hws, ?_⟩
+  rw [h, svf_admitOne_first, svf_admitWaiting_spent, svf_iterTail_first, svf_endTail_first]
+
 end Papers
