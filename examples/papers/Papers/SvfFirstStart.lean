@@ -4,16 +4,20 @@ public import Papers.SvfFirstInstant
 
 /-! # SVF (`svf.sq`): the first iteration, for every batch
 
-Groundwork for the step after the first instant (`Papers.svf_first_settle`): the engine's first
+The step after the first instant (`Papers.svf_first_settle`): the engine's first
 iteration at 0 admits session 0's hold (the one `select` offers, `Papers.svf_first_admission`). The
 kernel cannot evaluate `select` over a queue whose tail is symbolic in `n`, so the engine's functions are
 unfolded by hand around it, each equation the interpreter's own code: `svf_end_start` (`endOfInstant` of
 the settled first instant is `svfEndTail` of the engine's `startIteration`), `svf_start_iter`
 (`startIteration` is `svfIterTail` of `admitWaiting` on the initial batch) and `svf_admit_first`
-(`admitWaiting` with `select` rewritten to 0 admits the hold at index 0, `admitOne`). What is not here:
-evaluating the rest (`admitOne`, the record, the timer) to the machine of the first iteration; by the
-elaborator's `rfl` it ran past 2 000 000 heartbeats in this WebAssembly build (280 s), so it needs
-explicit intermediate machines.
+(`admitWaiting` with `select` rewritten to 0 admits the hold at index 0, `admitOne`). The rest is
+evaluated in explicit steps, each machine written out and checked by its own `rfl` (one `rfl` over the
+whole step ran past 2 000 000 heartbeats in this WebAssembly build): `svf_admitOne_first`,
+`svf_admitWaiting_spent`, `svf_iterTail_first`, `svf_endTail_first`, and together `svf_first_start`: the
+engine busy from 0 on session 0's 4-token prefill, its end at 1, the other holds waiting in serial order.
+Then the end at 1 fires and session 0 is answered at 1 (`svf_first_end`, `svf_first_answer`), and from the
+run's start (`svf_run_first_answer`): for every batch and every fuel of at least `9 · (n + 1) + 13`, the
+run is the event loop after the instant of `svfM3`, session 0 answered at 1.
 -/
 
 @[expose] public section
@@ -155,5 +159,52 @@ theorem svf_first_start (n f : Nat) : ∃ ts ws, svfWaiters (n + 1) = svfWaiter 
   obtain ⟨ts, ws, hws, h⟩ := svf_first_start_reduced n (f + 2)
   refine ⟨ts, ws, hws, ?_⟩
   rw [h, svf_admitOne_first, svf_admitWaiting_spent, svf_iterTail_first, svf_endTail_first]
+
+/-! ### The first answer -/
+
+/-- Session 0 once answered: its turn answered at 1 (submitted at 0), its volume observed at 1, its first
+token at 1 from the iteration that started at 0, its session over (created again at 2). -/
+def svfDone0 : Thread :=
+  ⟨0, [0, 0, 4, svfVol 0, 0, 1, svfVol 0], 1, 0, false, [], [⟨0, 1, 0, 1⟩], [⟨0, 1, 0, 1, svfVol 0⟩], 1, 2,
+   [⟨0, 1, 1, 0, 0, 0, 0⟩], []⟩
+
+/-- The machine once the first iteration ended at 1 and the instant settled: session 0 answered, `reqs`
+free, the engine idle with no resident, the other holds waiting in serial order. -/
+def svfM3 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
+  ⟨1, 1, svfDone0 :: ts, [], [], idleStages (svfP (n + 1)).stages, [⟨0, 0, ws, []⟩], false,
+   [⟨[], false, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩]⟩], 2, n + 1,
+   ⟨1, 0, 0, 0, 0, 0, false⟩ :: noProgress n, false⟩
+
+/-- The first iteration's end (the one timer, at 1) fires and the instant settles: `svfM3`. -/
+theorem svf_first_end (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    settle (svfP (n + 1)) (f + 12)
+      (fire (svfP (n + 1)) { svfM2 n ts ws with now := Nat.max 0 1, timers := [] } (.iterationEnd 0)) =
+      svfM3 n ts ws := rfl
+
+/-- **The first answer, for every batch.** The event loop's first step from the first iteration (`svfM2`)
+fires its end at 1 and settles into `svfM3`: session 0 (volume 1) answered at 1, its response its volume. -/
+theorem svf_first_answer (n f : Nat) (ts : List Thread) (ws : List Waiter) :
+    loop (svfP (n + 1)) (f + 13) (svfM2 n ts ws) =
+      loop (svfP (n + 1)) (f + 12) (endOfInstant (svfP (n + 1)) (f + 12) (svfM3 n ts ws)) := by
+  show loop (svfP (n + 1)) (f + 12) (endOfInstant (svfP (n + 1)) (f + 12) (settle (svfP (n + 1)) (f + 12)
+    (fire (svfP (n + 1)) { svfM2 n ts ws with now := Nat.max 0 1, timers := [] } (.iterationEnd 0)))) = _
+  rw [svf_first_end]
+
+/-- **The run up to its first answer, for every batch.** For every batch of `n + 1` sessions and every
+fuel of at least `9 · (n + 1) + 13`, the run is the event loop from `svfM3` after its instant's end:
+the first instant settled (`svf_first_settle`), the first iteration started at 0 on session 0
+(`svf_first_start`), and its end at 1 answered session 0 (`svf_first_answer`). -/
+theorem svf_run_first_answer (n g : Nat) : ∃ ts ws, svfWaiters (n + 1) = svfWaiter 0 0 :: ws ∧
+    runProgram (svfP (n + 1)) (g + 9 * (n + 1) + 13) =
+      loop (svfP (n + 1)) (g + 9 * (n + 1) + 12)
+        (endOfInstant (svfP (n + 1)) (g + 9 * (n + 1) + 12) (svfM3 n ts ws)) := by
+  obtain ⟨ts, ws, hws, h2⟩ := svf_first_start n (g + 9 * (n + 1) + 10)
+  refine ⟨ts, ws, hws, ?_⟩
+  have h1 := svf_first_settle (n + 1) (g + 11)
+  rw [show g + 11 + 9 * (n + 1) + 2 = g + 9 * (n + 1) + 13 by omega] at h1
+  rw [show g + 9 * (n + 1) + 10 + 3 = g + 9 * (n + 1) + 13 by omega] at h2
+  show loop (svfP (n + 1)) (g + 9 * (n + 1) + 13) (endOfInstant (svfP (n + 1)) (g + 9 * (n + 1) + 13)
+    (settle (svfP (n + 1)) (g + 9 * (n + 1) + 13) (initial (svfP (n + 1))))) = _
+  rw [h1, h2, svf_first_answer]
 
 end Papers
