@@ -806,7 +806,7 @@ def test_svf_batches_to_40_are_decided_one_run_at_a_time():
     start = (papers / "SvfFirstStart.lean").read_text()
     for name in ("svf_admit_first", "svf_start_iter", "svf_end_start", "svfMid_cons", "svf_first_start_reduced",
                  "svf_admitOne_first", "svf_admitWaiting_spent", "svf_iterTail_first", "svf_endTail_first",
-                 "svf_first_start", "svf_first_end", "svf_first_answer", "svf_run_first_answer"):
+                 "svf_first_start", "svf_first_end", "svf_first_answer", "svf_run_first_answer", "svfM3_spec"):
         assert f"theorem {name} " in start, name
 
 

@@ -207,4 +207,15 @@ theorem svf_run_first_answer (n g : Nat) : ∃ ts ws, svfWaiters (n + 1) = svfWa
     (settle (svfP (n + 1)) (g + 9 * (n + 1) + 13) (initial (svfP (n + 1))))) = _
   rw [h1, h2, svf_first_answer]
 
+/-- What `svfM3` holds, in words: the clock at 1, session 0's one answer at 1 for its turn submitted at 0
+(its response, 1, is its volume), its observed volume 1, `reqs` free with the other sessions' holds
+waiting in serial order, the engine idle with no resident and one record, no timer. -/
+theorem svfM3_spec (n : Nat) (ts : List Thread) (ws : List Waiter) :
+    let m := svfM3 n ts ws
+    m.now = 1 ∧ m.timers = [] ∧ (getThread m.threads 0).answers = [⟨0, 1, 0, 1⟩] ∧
+    (getThread m.threads 0).observations = [⟨0, 1, 0, 1, 1⟩] ∧ (getThread m.threads 0).k = [] ∧
+    (getPool m.pools 0).used = 0 ∧ (getPool m.pools 0).queue = ws ∧
+    (getEngineState m.engines 0).residents = [] ∧ (getEngineState m.engines 0).busy = false :=
+  ⟨rfl, rfl, rfl, rfl, rfl, rfl, rfl, rfl, rfl⟩
+
 end Papers
