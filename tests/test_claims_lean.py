@@ -786,6 +786,30 @@ def test_svf_every_batch_theorems_are_in_their_module():
         assert f"public import {module}\n" in serq, module
 
 
+def test_svf_batches_to_40_are_decided_one_run_at_a_time():
+    # issue 14, result 5: each batch of 17 to 40 sessions decided on its own run (a bounded ∀ over more than
+    # 16 runs in one theorem ran out of the WebAssembly heap), eight to a module, collected for every n < 41
+    papers = PAPERS / "Papers"
+    text = "".join((papers / f).read_text() for f in ("SvfServes.lean", "SvfServes32.lean", "SvfServes40.lean"))
+    for n in range(17, 41):
+        assert f"theorem svf_serves_{n} : svfServes {n} = true := by decide +kernel\n" in text, n
+    upto = (papers / "SvfUpto40.lean").read_text()
+    for name in ("svf_serves_17_40", "svf_attains_upto41", "svf_queueing_upto41", "svf_competitive_upto41",
+                 "svf_server_upto41"):
+        assert f"theorem {name} " in upto, name
+    assert "(hn : n < 41)" in upto
+    first = (papers / "SvfFirstInstant.lean").read_text()
+    for name in ("svf_exec_arrival", "insertByCreation_svf", "svf_runReady_mid", "svf_first_settle",
+                 "svf_first_settle_spec", "svf_first_admission"):
+        assert f"theorem {name} " in first, name
+    assert "settle (svfP n) (g + 9 * n + 2) (initial (svfP n)) = svfMid n n 0" in first
+    start = (papers / "SvfFirstStart.lean").read_text()
+    for name in ("svf_admit_first", "svf_start_iter", "svf_end_start", "svfMid_cons", "svf_first_start_reduced",
+                 "svf_admitOne_first", "svf_admitWaiting_spent", "svf_iterTail_first", "svf_endTail_first",
+                 "svf_first_start", "svf_first_end", "svf_first_answer", "svf_run_first_answer", "svfM3_spec"):
+        assert f"theorem {name} " in start, name
+
+
 @pytest.mark.lean
 def test_svfs_fifo_variant_is_refuted_in_lean_as_the_report_says(tmp_path):
     # the broken variant's own generated statement is false, decided by the kernel on its run (Σ latency 56)
