@@ -23,7 +23,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, get_args
 
 from serq.errors import SerqError
 from serq.ir import models as ir
@@ -32,11 +32,16 @@ from serq.leangen.kernel_drt import (KernelCase, KernelObserved, observe_kernel,
                                      write_kernel_reproducer)
 from serq.sim.engine import SimRunError
 
+
+
+def _kinds(union) -> frozenset:
+    """The `kind` of every model of a discriminated union of the IR (`ir.Stmt`, `ir.Expr`)."""
+    return frozenset(model.model_fields["kind"].default for model in get_args(get_args(union)[0]))
+
+
 #: the `kind` of every statement and of every expression in the IR's JSON form
-STATEMENT_KINDS = frozenset({"turn", "set", "observe", "hold", "grow", "drop", "release", "load", "run", "branch",
-                             "while", "loop", "fork", "join", "choose", "end"})
-EXPRESSION_KINDS = frozenset({"num", "inf", "attr", "ctx", "reg", "unary", "binary", "cond", "call", "draw",
-                              "cost", "pool_obs", "stage_obs", "observed"})
+STATEMENT_KINDS = _kinds(ir.Stmt)
+EXPRESSION_KINDS = _kinds(ir.Expr)
 #: an expression's parts that are expressions themselves (a simplification may put one in its place)
 _EXPRESSION_PARTS = ("arg", "lhs", "rhs", "test", "then", "otherwise")
 
@@ -74,16 +79,11 @@ def shrink(case: KernelCase, oracle: Oracle, batch: int = 400, max_rounds: int =
             return Shrunk(best, best_observed, rounds, tried, complete=False)
         found = None
         usable: list[tuple[KernelCase, KernelObserved]] = []
-        candidates = sorted(simplifications(best.program), key=measure)
+        candidates = simplifications(best.program)
         for k, program in enumerate(candidates):
-            candidate = KernelCase(program)
-            try:
-                validate(program)
-                usable.append((candidate, observe(candidate, horizon)))
-            except (SerqError, SimRunError, ValueError):
-                # not a program of the fragment (SerqError), one the interpreter stops with a run-time
-                # error, or one that computes what is not a natural number or does not end (ValueError)
-                pass
+            pair = usable_case(program, horizon, observe)
+            if pair is not None:
+                usable.append(pair)
             if usable and (len(usable) == batch or k == len(candidates) - 1):
                 tried += len(usable)
                 diverging = [pair for pair, diverges in zip(usable, oracle(usable)) if diverges]
@@ -95,6 +95,20 @@ def shrink(case: KernelCase, oracle: Oracle, batch: int = 400, max_rounds: int =
             return Shrunk(best, best_observed, rounds, tried, complete=True)
         best, best_observed = found
         rounds += 1
+
+
+def usable_case(program: ir.Program, horizon: float,
+                observe: Callable[[KernelCase, float], KernelObserved] = observe_kernel
+                ) -> tuple[KernelCase, KernelObserved] | None:
+    """The program as a case and its run, or None when it is no case to judge: not a valid program of the
+    fragment (SerqError), one the interpreter stops with a run-time error, or one that computes what is
+    not a natural number or does not end by `horizon` (ValueError)."""
+    case = KernelCase(program)
+    try:
+        validate(program)
+        return case, observe(case, horizon)
+    except (SerqError, SimRunError, ValueError):
+        return None
 
 
 def last_event(observed: KernelObserved) -> int:
@@ -118,18 +132,28 @@ def lean_oracle(folder: Path | None = None) -> Oracle:
 
 
 # ------------------------------------------------------------------ one-step simplifications
-def simplifications(program: ir.Program) -> Iterator[ir.Program]:
-    """Every program one simplification away from `program`, each smaller by `measure` (a candidate the
-    IR's models refuse is skipped here; the fragment's and the interpreter's refusals are `shrink`'s)."""
+def simplifications(program: ir.Program) -> list[ir.Program]:
+    """Every program one simplification away from `program` and smaller by `measure`, each once, smallest
+    first (a candidate the IR's models refuse is left out here; the fragment's and the interpreter's
+    refusals are `shrink`'s)."""
     tree = json.loads(ir.to_json(program))
     bound = measure(program)
+    seen: set[str] = set()
+    ranked = []
     for candidate in _candidate_trees(tree):
+        text = json.dumps(candidate, sort_keys=True)
+        if text in seen:  # (two simplifications can make one program)
+            continue
+        seen.add(text)
         try:
-            smaller = ir.from_json(json.dumps(candidate))
+            smaller = ir.from_json(text)
         except ValueError:  # (pydantic's ValidationError is one)
             continue
-        if measure(smaller) < bound:
-            yield smaller
+        size = measure(smaller)
+        if size < bound:
+            ranked.append((size, len(ranked), smaller))
+    ranked.sort(key=lambda r: r[:2])
+    return [program for _, _, program in ranked]
 
 
 def measure(program: ir.Program) -> tuple[int, float]:
@@ -140,7 +164,7 @@ def measure(program: ir.Program) -> tuple[int, float]:
 
 
 def _candidate_trees(tree: dict) -> Iterator[dict]:
-    yield from _fewer_sessions(tree)
+    yield from _fewer_arrivals(tree)
     yield from _unnamed_declarations_dropped(tree)
     for path, block in _statement_blocks(tree, ()):
         for i, stmt in enumerate(block):
@@ -155,15 +179,12 @@ def _candidate_trees(tree: dict) -> Iterator[dict]:
             yield _replaced(tree, path, smaller)
 
 
-def _fewer_sessions(tree: dict) -> Iterator[dict]:
-    arrival = tree["workload"]["arrival"]
-    n = arrival.get("sessions")
-    if arrival["kind"] in ("batch", "closed") and isinstance(n, int) and n > 1:
-        for fewer in sorted({1, n // 2, n - 1}):
-            yield _replaced(tree, ("workload", "arrival", "sessions"), fewer)
+def _fewer_arrivals(tree: dict) -> Iterator[dict]:
+    """A smaller `--arrivals N` (the settings' numbers are not among `_numbers`: the seed and horizon are
+    not the program's; a `batch(n)`'s n is one of them)."""
     arrivals = tree.get("settings", {}).get("arrivals")
-    if isinstance(arrivals, int) and arrivals > 1:
-        for fewer in sorted({1, arrivals // 2, arrivals - 1}):
+    if isinstance(arrivals, int):
+        for fewer in _smaller_numbers(arrivals):
             yield _replaced(tree, ("settings", "arrivals"), fewer)
 
 
@@ -198,7 +219,7 @@ def _inner_blocks(stmt: dict) -> Iterator[list]:
 
 def _expressions(node, path: tuple) -> Iterator[tuple[tuple, dict]]:
     if isinstance(node, dict):
-        if node.get("kind") in EXPRESSION_KINDS and "at" not in node:
+        if node.get("kind") in EXPRESSION_KINDS:
             yield path, node
         for key, value in node.items():
             yield from _expressions(value, path + (key,))

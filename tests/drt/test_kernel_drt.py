@@ -466,6 +466,15 @@ PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_t
 PLANTED_WANTED = 4
 
 
+def planted_record(bug: str, case: KernelCase, right: KernelObserved) -> KernelObserved | None:
+    """What the interpreter with the planted bug records of the case, or None when it records what the
+    interpreter without it does (`right`)."""
+    sessions, records = PLANTED[bug](case, right)
+    if (tuple(sessions), tuple(records)) == (right.sessions, right.records):
+        return None
+    return KernelObserved(right.value, tuple(sessions), tuple(records))
+
+
 @functools.cache
 def _planted_cases(bug: str) -> list[tuple[int, KernelCase, KernelObserved]]:
     """The first PLANTED_WANTED generated cases (seeds 0, 1, 2, ...) whose answers the planted bug changes.
@@ -474,10 +483,9 @@ def _planted_cases(bug: str) -> list[tuple[int, KernelCase, KernelObserved]]:
     found: list[tuple[int, KernelCase, KernelObserved]] = []
     for seed in range(PLANTED_SEARCH):
         case = kernel_case(random.Random(seed))
-        right = observe_kernel(case)
-        sessions, records = PLANTED[bug](case, right)
-        if (tuple(sessions), tuple(records)) != (right.sessions, right.records):
-            found.append((len(found), case, KernelObserved(right.value, tuple(sessions), tuple(records))))
+        wrong = planted_record(bug, case, observe_kernel(case))
+        if wrong is not None:
+            found.append((len(found), case, wrong))
             if len(found) == PLANTED_WANTED:
                 return found
     raise AssertionError(f"only {len(found)} of the first {PLANTED_SEARCH} generated cases exercise "

@@ -18,10 +18,10 @@ from serq.ir import models as ir
 from serq.ir.validate import validate
 from serq.leangen.kernel import RunNotEnded, kernel_program
 from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel
-from serq.leangen.kernel_shrink import measure, shrink, simplifications, write_shrunk_reproducer
+from serq.leangen.kernel_shrink import measure, shrink, simplifications, usable_case, write_shrunk_reproducer
 from serq.link import link_text
 from serq.sim.engine import SimRunError
-from test_kernel_drt import PLANTED, _planted_cases
+from test_kernel_drt import _planted_cases, planted_record
 
 
 def planted_oracle(bug: str):
@@ -30,11 +30,9 @@ def planted_oracle(bug: str):
         verdicts = []
         for case, right in items:
             try:
-                sessions, records = PLANTED[bug](case, right)
+                verdicts.append(planted_record(bug, case, right) is not None)
             except (SerqError, SimRunError, ValueError):  # the bug breaks the run: not this divergence
                 verdicts.append(False)
-                continue
-            verdicts.append((tuple(sessions), tuple(records)) != (right.sessions, right.records))
         return verdicts
     return judge
 
@@ -72,13 +70,8 @@ def test_no_simplification_of_the_shrunk_program_diverges(while_runs_once):
     """The descent stops at a local minimum: every program one simplification smaller either is not a
     usable case or does not diverge."""
     _, shrunk = while_runs_once
-    usable = []
-    for program in simplifications(shrunk.case.program):
-        try:
-            validate(program)
-            usable.append((KernelCase(program), observe_kernel(KernelCase(program), 1000)))
-        except (SerqError, SimRunError, ValueError):
-            continue
+    usable = [pair for pair in (usable_case(program, 1000) for program in simplifications(shrunk.case.program))
+              if pair is not None]
     assert usable, "the shrunk program has simpler programs of the fragment"
     assert not any(planted_oracle("while_runs_once")(usable))
 
@@ -144,7 +137,6 @@ def test_the_shrunk_programs_diverge_in_lean(while_runs_once):
     of the shrunk program."""
     _, shrunk = while_runs_once
     case = shrunk.case
-    sessions, records = PLANTED["while_runs_once"](case, shrunk.observed)
-    wrong = KernelObserved(shrunk.observed.value, tuple(sessions), tuple(records))
+    wrong = planted_record("while_runs_once", case, shrunk.observed)
     failures = check_kernel_in_lean([(0, case, wrong), (1, case, shrunk.observed)])
     assert [f.case_id for f in failures] == [0]
