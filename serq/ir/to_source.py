@@ -28,6 +28,7 @@ from serq.exprtext import ExpressionText
 from serq.ir import models as ir
 from serq.ir.catalogue import BUILTIN_ATTRIBUTES, TRACE_ATTRIBUTES
 from serq.lower.engines import ENGINE_VALUES
+from serq.syntax.ast import Span
 
 # an engine clause's kernel context variables, as the clause writes them (`running.count`, `batch.tokens`, …)
 _CLAUSE_NAMES = {clause: {var: f"{owner}.{value}" for (owner, value), (var, clauses) in ENGINE_VALUES.items()
@@ -40,7 +41,6 @@ _VLLM_GATE = ir.Binary(op="eq", lhs=ir.Ctx(var="preempted"), rhs=ir.Num(value=0)
 
 def unprintable(what: str, at: ir.Loc | None = None) -> SerqError:
     """The refusal of an IR construct that has no source form."""
-    from serq.syntax.ast import Span
     span = Span(at.file, at.line, at.col) if at is not None else None
     return SerqError(f"{what}: the IR has no serQ source form for it", span, "ir")
 
@@ -72,7 +72,8 @@ _PLAIN = _source_text()
 # ------------------------------------------------------------------ statements
 class _Statements:
     def __init__(self, program: ir.Program) -> None:
-        self.types = {a.name: a.type for a in program.attributes if a.side == "session"}
+        # (`Size` and `Cost` declare an attribute's type; a plain `set` leaves it a number)
+        self.types = {a.name: a.type for a in program.attributes if a.side != "builtin"}
         self.x = _PLAIN
 
     def block(self, body: list, depth: int) -> list[str]:

@@ -23,7 +23,7 @@ LANGUAGE_RULES = (
     "from live state",
     "a queue key has no session",
 )
-ROUND_TRIPS = 300
+ROUND_TRIPS = 250
 
 
 def relinks_or_is_refused_by_a_rule(case, folder) -> bool:
