@@ -79,26 +79,30 @@ def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: 
     program = _with_trace_beside(case.program, folder)
     path.write_text(ir.to_json(program))
     (folder / "case.lean").write_text(render_kernel_batch([(0, case, observed)], "a divergent case"))
-    refused = _write_source(program, folder / "case.sq")
-    readme = [f"# A divergent kernel case\n\nRerun it from this folder: `{rerun_line(folder, here=True)}` (or "
-              "`serq run case.json`, the IR).\n"]
-    if refused is not None:
-        readme.append(f"\nNo case.sq: the language does not say this program ({refused}).\n")
+    refused = _write_source(program, folder)
+    readme = [f"# A divergent kernel case\n\nRerun it from this folder: `{rerun_line(folder, here=True)}`"]
+    if refused is None:
+        readme.append(" (or `serq run case.json`, the IR).\n")
+    else:
+        readme.append(f".\n\nNo case.sq: the language does not say this program ({refused}).\n")
     readme.append("\ncase.lean states that Lean's interpreter (`Serq.Kernel`) agrees with what the Python "
                   "interpreter recorded of the run, which it does not.\n")
     (folder / "README.md").write_text("".join(readme))
     return path
 
 
-def _write_source(program: ir.Program, path: Path) -> str | None:
-    """`case.sq` when the program's source links back to it (None), else why not (nothing written)."""
+def _write_source(program: ir.Program, folder: Path) -> str | None:
+    """`case.sq` in `folder` when the program's source links back to it (None); else why not, the source (if
+    the printer wrote one) kept as `refused.sq`."""
+    path = folder / "case.sq"
     try:
         if same_program(relinked(program, path), program):
             return None
-        refused = "its source links to another IR, a bug of serq.ir.to_source"
-    except SerqError as e:
-        refused = e.message
-    path.unlink(missing_ok=True)
+        refused = "refused.sq, its source, links to another IR: a bug of serq.ir.to_source"
+    except SerqError as e:  # (the printer's refusal names the construct; the linker's, where in the source)
+        refused = f"refused.sq:{e.span.line}:{e.span.col}: {e.message}" if e.kind != "ir" and e.span else e.message
+    if path.exists():
+        path.replace(folder / "refused.sq")
     return refused
 
 

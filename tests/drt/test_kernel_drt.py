@@ -538,7 +538,8 @@ def test_a_trace_cases_reproducer_reruns_from_its_folder(tmp_path):
     folder = tmp_path / "elsewhere" / "kernel0"
     folder.parent.mkdir()
     shutil.move(tmp_path / "written" / "kernel0", folder)
-    written = {p.name for p in folder.iterdir()} - {"case.sq"}  # (case.sq: when the language says the program)
+    # (case.sq when the language says the program, else refused.sq)
+    written = {p.name for p in folder.iterdir()} - {"case.sq", "refused.sq"}
     assert written == {"case.json", "case.lean", "README.md", original.name}
     assert (folder / original.name).read_bytes() == original.read_bytes()
     program = ir.from_json((folder / "case.json").read_text())
@@ -592,13 +593,14 @@ def _relinks(case: KernelCase, folder: Path) -> bool:
 
 
 def test_a_reproducer_the_language_does_not_say_has_no_source(tmp_path):
-    """A case the language refuses (a loop that lets no time pass, …) has no case.sq; its README says why,
-    and its rerun line is `serq run case.json`."""
+    """A case the language refuses (a loop that lets no time pass, …) has no case.sq; its README says why
+    and where in its source, kept as refused.sq, and its rerun line is `serq run case.json`."""
     seed = next(seed for seed in range(200) if not _relinks(kernel_case(random.Random(seed)), tmp_path / "try"))
     case = kernel_case(random.Random(seed))
     folder = tmp_path / "kernel0"
     write_kernel_reproducer(case, observe_kernel(case), folder)
-    assert not (folder / "case.sq").exists() and "No case.sq: the language does not say" in (folder / "README.md").read_text()
+    assert not (folder / "case.sq").exists() and (folder / "refused.sq").exists()
+    assert "No case.sq: the language does not say" in (folder / "README.md").read_text()
     assert rerun_line(folder) == f"serq run {folder / 'case.json'}"
 
 
