@@ -430,8 +430,8 @@ def linked_attributes(program: ir.Program) -> ir.Program:
     """The program with the attribute table the linker derives from its statements, and a `set a = 0;` at
     the top of the workload's `init` for every attribute it reads and no statement sets (which reads 0
     with or without it). The language declares an attribute by setting it; an IR program built by hand may
-    declare ones nothing sets, or read them: this is the same program in a form the source can say."""
-    program = program.model_copy(deep=True)
+    declare ones nothing sets, or read them: this is the same program in a form the source can say (a copy
+    that shares its statements and expressions with `program`)."""
     w = program.workload
     builtin = set(BUILTIN_ATTRIBUTES) | (set(TRACE_ATTRIBUTES) if _traced(w) else set())
     sides: dict[str, str] = {}
@@ -442,7 +442,7 @@ def linked_attributes(program: ir.Program) -> ir.Program:
                     sides.setdefault(s.name, side)
     read = {n.name for n in ir.walk(program) if isinstance(n, ir.Attr)}
     unset = sorted(read - builtin - set(sides))
-    w.init[0:0] = [ir.SetStmt(name=name, value=ir.Num(value=0)) for name in unset]
+    init = [ir.SetStmt(name=name, value=ir.Num(value=0)) for name in unset] + w.init
     sides.update((name, "session") for name in unset)
     old = {a.name: a for a in program.attributes}
     table = []
@@ -455,8 +455,7 @@ def linked_attributes(program: ir.Program) -> ir.Program:
         else:
             table.append(ir.Attribute(name=name, side=sides[name], type=a.type if a else "number",
                                       resources=a.resources if a else [], hidden=a.hidden if a else False))
-    program.attributes = table
-    return program
+    return program.model_copy(update={"attributes": table, "workload": w.model_copy(update={"init": init})})
 
 
 def _traced(w: ir.Workload) -> bool:
