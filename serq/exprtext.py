@@ -86,7 +86,8 @@ class ExpressionText:
             # left-associative: the right operand of an equal precedence needs parentheses
             return f"{self.grouped(e.lhs, p)} {op} {self.grouped(e.rhs, p + 1)}", p
         if k == "cond":
-            return f"{self.grouped(e.test, _OR)} ? {self.text(e.then)} : {self.text(e.otherwise)}", 0
+            # (a condition in the middle arm parenthesised: the grammar reads it without, a person better with)
+            return f"{self.grouped(e.test, _OR)} ? {self.grouped(e.then, _OR)} : {self.text(e.otherwise)}", 0
         if k == "call":
             return f"{e.fn}({self.list(e.args)})", _ATOM
         if k == "draw":
