@@ -75,6 +75,33 @@ def test_what_has_no_source_form_is_refused_by_name(program, phrase):
     assert phrase in e.value.message
 
 
+NEGATIVE_CONSTANTS = """
+use "std/args";
+fn main() {
+  let k = -2.5;
+  let rate = args.number("rate", -1);
+  stage d : delay;
+  device gpu { }
+  engine e on gpu {
+    tokens cap 4;
+    state r = -3;
+    schedule { advance running; admit waiting while (running.preempted == 0); set r = r + 1; }
+    execute (1);
+  }
+  workload { arrive batch(1); }
+  server { observe o = -k + rate; run d (cost(d, 1)); }
+}
+"""
+
+
+def test_negative_constants_print_and_link_back(tmp_path):
+    """A let's, an input's and a register's value is a number the linker evaluated: a negative one is written
+    as a negation (an expression's negation stays one, `-k`)."""
+    (tmp_path / "neg.sq").write_text(NEGATIVE_CONSTANTS)
+    program = link_file(tmp_path / "neg.sq")
+    assert same_program(relinked(program, tmp_path / "back.sq"), program)
+
+
 def test_run_flags_give_the_settings():
     assert run_flags(ir.Settings()) == ["--seed", "1"]
     assert run_flags(ir.Settings(seed=3, arrivals=4, horizon=100, warmup=2.5)) == \

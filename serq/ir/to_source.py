@@ -47,7 +47,8 @@ def unprintable(what: str, at: ir.Loc | None = None) -> SerqError:
 
 # ------------------------------------------------------------------ expressions
 def number(v) -> str:
-    """A number as the grammar reads it back to the same double."""
+    """A number as the grammar reads it back to the same double: an expression's, not negative (the
+    language writes -x as a negation, which the IR keeps as one)."""
     if v == "inf":
         return "inf"
     if isinstance(v, bool) or not isinstance(v, (int, float)):
@@ -61,20 +62,36 @@ def number(v) -> str:
     return repr(v)
 
 
-def _source_text(names: dict[str, str] | None = None) -> ExpressionText:
+def constant(v) -> str:
+    """A constant's value (a let's, an input's, a register's start), which the linker evaluates: a negative
+    one written as its negation."""
+    return f"-{number(-v)}" if v != "inf" and v < 0 else number(v)
+
+
+def _numbers(program: ir.Program):
+    """The program's numbers in expressions: a negative one, which the linker makes only by writing out a
+    let or an input of that value, as that constant's name."""
+    named = {}
+    for c in [*program.constants, *program.inputs]:
+        if c.value != "inf" and c.value < 0:
+            named.setdefault(c.value, c.name)
+
+    def write(v) -> str:
+        return named[v] if v != "inf" and v in named else number(v)
+    return write
+
+
+def _source_text(numbers=number, names: dict[str, str] | None = None) -> ExpressionText:
     """Expressions as the grammar reads them back (`names`: an engine clause's context variables)."""
-    return ExpressionText(number=number, costs=True, names=names)
-
-
-_PLAIN = _source_text()
+    return ExpressionText(number=numbers, costs=True, names=names)
 
 
 # ------------------------------------------------------------------ statements
 class _Statements:
-    def __init__(self, program: ir.Program) -> None:
+    def __init__(self, program: ir.Program, x: ExpressionText) -> None:
         # (`Size` and `Cost` declare an attribute's type; a plain `set` leaves it a number)
         self.types = {a.name: a.type for a in program.attributes if a.side != "builtin"}
-        self.x = _PLAIN
+        self.x = x
 
     def block(self, body: list, depth: int) -> list[str]:
         out: list[str] = []
@@ -137,8 +154,7 @@ class _Statements:
 
 
 # ------------------------------------------------------------------ declarations
-def _pool_options(pool: ir.Pool, with_cap: bool) -> list[str]:
-    x = _PLAIN
+def _pool_options(pool: ir.Pool, with_cap: bool, x: ExpressionText) -> list[str]:
     out = []
     if with_cap and pool.cap != "inf":
         out.append(f"cap {number(pool.cap)};")
@@ -198,20 +214,20 @@ def _program_names(program: ir.Program) -> set[str]:
 class _Engine:
     """A step stage written as an engine on a device of its own."""
 
-    def __init__(self, stage: ir.Stage, device: str) -> None:
-        self.stage, self.device = stage, device
+    def __init__(self, stage: ir.Stage, device: str, numbers) -> None:
+        self.stage, self.device, self.numbers = stage, device, numbers
         self.step: ir.Step = stage.service
         self.queues: list[ir.Pool] = []  # its `X cap c;`: the pools it admits, no device's
         self.memory: list[ir.Pool] = []  # its device's `X cap c;`
 
     def lines(self) -> list[str]:
         step, name = self.step, self.stage.name
-        tokens, schedule, execute = (_source_text(_CLAUSE_NAMES[c]) for c in ("tokens", "schedule", "execute"))
+        tokens, schedule, execute = (_source_text(self.numbers, _CLAUSE_NAMES[c]) for c in ("tokens", "schedule", "execute"))
         body = [f"{p.name} cap {number(p.cap)};" for p in self.queues]
         body.append(f"tokens cap {tokens.text(step.budget)};")
         if step.granule is not None:
             body.append(f"granule {schedule.text(step.granule)};")
-        body += [f"state {r.name} = {number(r.init)};" for r in step.registers]
+        body += [f"state {r.name} = {constant(r.init)};" for r in step.registers]
         body += ["schedule {", *("  " + line for line in self._schedule(schedule)), "}"]
         body.append(f"execute ({execute.text(step.cost)});")
         return [f"engine {name} on {self.device} {{", *("  " + line for line in body), "}"]
@@ -276,7 +292,7 @@ def _serves(body: list) -> bool:
     return any(s.kind == "serve" or s.kind == "branch" and (_serves(s.then) or _serves(s.otherwise)) for s in body)
 
 
-def _stage_line(stage: ir.Stage) -> str:
+def _stage_line(stage: ir.Stage, x: ExpressionText) -> str:
     count = f"[{stage.count}]" if stage.count != 1 else ""
     service = stage.service
     if isinstance(service, ir.Fifo):
@@ -284,7 +300,7 @@ def _stage_line(stage: ir.Stage) -> str:
     elif service.capacity == ir.Ctx(var="present"):
         kind = "delay"
     else:
-        kind = f"ps({_PLAIN.text(service.capacity)})"
+        kind = f"ps({x.text(service.capacity)})"
     return f"stage {stage.name}{count} : {kind};"
 
 
@@ -294,11 +310,11 @@ def _string(text: str, what: str) -> str:
     return f'"{text}"'
 
 
-def _arrival(a) -> str:
+def _arrival(a, x: ExpressionText) -> str:
     if a.kind == "poisson":
         return f"arrive poisson({number(a.rate)});"
     if a.kind == "renewal":
-        return f"arrive renewal({_PLAIN.text(a.gap)});"
+        return f"arrive renewal({x.text(a.gap)});"
     if a.kind in ("closed", "batch"):
         return f"arrive {a.kind}({a.sessions});"
     if a.kind == "none":
@@ -314,18 +330,20 @@ def program_source(program: ir.Program) -> str:
     lines.append("fn main() {")
     body: list[str] = []
     for c in program.constants:
-        body.append(f"let {c.name} = {number(c.value)};")
+        body.append(f"let {c.name} = {constant(c.value)};")
     for i in program.inputs:
-        body.append(f"let {i.name} = args.number({_string(i.arg, 'the input')}, {number(i.value)});")
+        body.append(f"let {i.name} = args.number({_string(i.arg, 'the input')}, {constant(i.value)});")
 
     _declared_names(program)
+    numbers = _numbers(program)
+    x = _source_text(numbers)
     taken = _program_names(program)
     engines: dict[str, _Engine] = {}
     for stage in program.stages:
         if isinstance(stage.service, ir.Step):
             if stage.count != 1:
                 raise unprintable(f"the step stage family `{stage.name}[{stage.count}]`", stage.at)
-            engines[stage.name] = _Engine(stage, _fresh(f"{stage.name}_device", taken))
+            engines[stage.name] = _Engine(stage, _fresh(f"{stage.name}_device", taken), numbers)
     pool_lines = []
     for pool in program.pools:
         via, memory = pool.admit_via, pool.memory_of
@@ -339,7 +357,7 @@ def program_source(program: ir.Program) -> str:
             raise unprintable(f"pool `{pool.name}`, admitted by `{via}` and the memory of `{memory}`", pool.at)
         if via is None and memory is None:
             count = f"[{pool.count}]" if pool.count != 1 else ""
-            pool_lines.append(_braced_line(f"pool {pool.name}{count}", _pool_options(pool, with_cap=True)))
+            pool_lines.append(_braced_line(f"pool {pool.name}{count}", _pool_options(pool, True, x)))
             continue
         if memory is not None:
             engine = engines[memory]
@@ -348,21 +366,21 @@ def program_source(program: ir.Program) -> str:
         else:
             engines[via].queues.append(pool)
             owner = via
-        pool_lines.append(_braced_line(f"pool {pool.name} on {owner}", _pool_options(pool, with_cap=False)))
+        pool_lines.append(_braced_line(f"pool {pool.name} on {owner}", _pool_options(pool, False, x)))
 
     for engine in engines.values():
         body.append(_braced_line(f"device {engine.device}", [f"{p.name} cap {number(p.cap)};" for p in engine.memory]))
     for stage in program.stages:
-        body += engines[stage.name].lines() if stage.name in engines else [_stage_line(stage)]
+        body += engines[stage.name].lines() if stage.name in engines else [_stage_line(stage, x)]
     body += pool_lines
     if program.share != "none":
         body.append(f"share {program.share};")
 
-    statements = _Statements(program)
+    statements = _Statements(program, x)
     w = program.workload
-    wl = [_arrival(w.arrival)]
+    wl = [_arrival(w.arrival, x)]
     if w.trace is not None:
-        wl.append(_arrival(w.trace))
+        wl.append(_arrival(w.trace, x))
     if w.hidden:
         wl.append(f"hidden {', '.join(w.hidden)};")
     for name in ("init", "turn"):
@@ -373,14 +391,14 @@ def program_source(program: ir.Program) -> str:
     body += ["workload {", *("  " + line for line in wl), "}"]
     body += statements.braced("server ", program.server, 0)
     for g in program.gauges:
-        body.append(f"gauge {g.name} = {_PLAIN.text(g.value)};")
+        body.append(f"gauge {g.name} = {x.text(g.value)};")
     for c in program.claims:
-        given = f" given ({_PLAIN.text(c.given)})" if c.given is not None else ""
+        given = f" given ({x.text(c.given)})" if c.given is not None else ""
         if c.form == "at_end":
-            form = f"at end ({_PLAIN.text(c.value)})"
+            form = f"at end ({x.text(c.value)})"
         else:
             word = "every" if c.form == "every_iteration" else "some"
-            form = f"{word} iteration of {_PLAIN.stage(c.stage)} ({_PLAIN.text(c.value)})"
+            form = f"{word} iteration of {x.stage(c.stage)} ({x.text(c.value)})"
         body.append(f"claim {c.name}{given}: {form};")
     lines += ["  " + line for line in body]
     lines.append("}")
