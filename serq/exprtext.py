@@ -2,24 +2,24 @@
 
 The text is for a person reading a drawing, not for parsing back: `cost(r, e)` is written `e` (the
 resources are the statement's), numbers are shortened to six significant digits, and a long
-expression can be cut (`clip`).
+expression can be cut (`clip`). `ExpressionText` is the one writer of expressions: serq.ir.to_source
+writes them with it as the grammar reads them back.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 from serq.ir import models as ir
 
+# the grammar's precedence levels (serq/syntax/grammar.lark): a comparison does not chain
+_OR, _AND, _CMP, _ADD, _MUL, _UNARY, _ATOM = 1, 2, 3, 5, 6, 7, 9
 _BINARY = {
-    "or": ("||", 1), "and": ("&&", 2),
-    "eq": ("==", 3), "ne": ("!=", 3),
-    "lt": ("<", 4), "le": ("<=", 4), "gt": (">", 4), "ge": (">=", 4),
-    "add": ("+", 5), "sub": ("-", 5),
-    "mul": ("*", 6), "div": ("/", 6), "mod": ("%", 6),
+    "or": ("||", _OR), "and": ("&&", _AND),
+    "eq": ("==", _CMP), "ne": ("!=", _CMP), "lt": ("<", _CMP), "le": ("<=", _CMP), "gt": (">", _CMP), "ge": (">=", _CMP),
+    "add": ("+", _ADD), "sub": ("-", _ADD), "mul": ("*", _MUL), "div": ("/", _MUL), "mod": ("%", _MUL),
 }
-_UNARY_PREC = 7
-_ATOM = 9
 
 
 def num(v) -> str:
@@ -38,56 +38,81 @@ def num(v) -> str:
     return f"{v:.6g}"
 
 
+class ExpressionText:
+    """IR expressions as text, parenthesised as the grammar reads them. `number` writes a number;
+    `costs`: `cost(r, e)` written whole (else as its amount `e`); `names`: what the kernel's context
+    variables are written as (an engine's clause writes `residents` as `running.count`)."""
+
+    def __init__(self, number: Callable = num, costs: bool = False, names: dict[str, str] | None = None) -> None:
+        self.number, self.costs, self.names = number, costs, names or {}
+
+    def text(self, e) -> str:
+        """The expression `e` (an IR expression, or None) as text."""
+        return "" if e is None else self.ranked(e)[0]
+
+    def grouped(self, e, least: int = _ATOM) -> str:
+        """The expression's text, parenthesised when it binds less tightly than `least`."""
+        s, p = self.ranked(e)
+        return f"({s})" if p < least else s
+
+    def list(self, es) -> str:
+        return ", ".join(self.text(e) for e in es)
+
+    def pool(self, r: ir.PoolRef) -> str:
+        return r.pool if r.index is None else f"{r.pool}[{self.text(r.index)}]"
+
+    def stage(self, r: ir.StageRef) -> str:
+        return r.stage if r.index is None else f"{r.stage}[{self.text(r.index)}]"
+
+    def ranked(self, e) -> tuple[str, int]:
+        """The text and its precedence level."""
+        k = e.kind
+        if k == "num":
+            return self.number(e.value), _ATOM
+        if k == "inf":
+            return "inf", _ATOM
+        if k == "attr":
+            return e.name, _ATOM
+        if k == "ctx":
+            return self.names.get(e.var, e.var), _ATOM
+        if k == "reg":
+            return f"{e.stage}.{e.name}", _ATOM
+        if k == "unary":
+            return ("-" if e.op == "neg" else "!") + self.grouped(e.arg), _UNARY
+        if k == "binary":
+            op, p = _BINARY[e.op]
+            if p == _CMP:  # (non-associative: both operands above it)
+                return f"{self.grouped(e.lhs, _CMP + 1)} {op} {self.grouped(e.rhs, _CMP + 1)}", p
+            # left-associative: the right operand of an equal precedence needs parentheses
+            return f"{self.grouped(e.lhs, p)} {op} {self.grouped(e.rhs, p + 1)}", p
+        if k == "cond":
+            # (a condition in the middle arm parenthesised: the grammar reads it without, a person better with)
+            return f"{self.grouped(e.test, _OR)} ? {self.grouped(e.then, _OR)} : {self.text(e.otherwise)}", 0
+        if k == "call":
+            return f"{e.fn}({self.list(e.args)})", _ATOM
+        if k == "draw":
+            return f"~{e.dist}({self.list(e.args)})", _ATOM
+        if k == "cost":
+            return (f"cost({', '.join([*e.resources, self.text(e.arg)])})", _ATOM) if self.costs else self.ranked(e.arg)
+        if k == "pool_obs":
+            return f"{e.fn}({self.pool(e.pool)})", _ATOM
+        if k == "stage_obs":
+            return f"{e.fn}({self.stage(e.stage)})", _ATOM
+        if k == "observed":
+            return f"{e.fn}({e.name})", _ATOM
+        return f"<{k}>", _ATOM
+
+
+_SHOWN = ExpressionText()
+
+
 def ref(name: str, index) -> str:
     return name if index is None else f"{name}[{text(index)}]"
 
 
 def text(e) -> str:
     """The expression `e` (an IR expression, or None) as text."""
-    if e is None:
-        return ""
-    return _text(e)[0]
-
-
-def _paren(e, prec: int) -> str:
-    s, p = _text(e)
-    return f"({s})" if p < prec else s
-
-
-def _text(e) -> tuple[str, int]:
-    k = e.kind
-    if k == "num":
-        return num(e.value), _ATOM
-    if k == "inf":
-        return "inf", _ATOM
-    if k == "attr":
-        return e.name, _ATOM
-    if k == "ctx":
-        return e.var, _ATOM
-    if k == "reg":
-        return f"{e.stage}.{e.name}", _ATOM
-    if k == "unary":
-        op = "-" if e.op == "neg" else "!"
-        return op + _paren(e.arg, _UNARY_PREC + 1), _UNARY_PREC
-    if k == "binary":
-        op, p = _BINARY[e.op]
-        # left-associative: the right operand of an equal precedence needs parentheses
-        return f"{_paren(e.lhs, p)} {op} {_paren(e.rhs, p + 1)}", p
-    if k == "cond":
-        return f"{_paren(e.test, 1)} ? {_paren(e.then, 1)} : {_paren(e.otherwise, 0)}", 0
-    if k == "call":
-        return f"{e.fn}({', '.join(text(a) for a in e.args)})", _ATOM
-    if k == "draw":
-        return f"~{e.dist}({', '.join(text(a) for a in e.args)})", _ATOM
-    if k == "cost":
-        return _text(e.arg)
-    if k == "pool_obs":
-        return f"{e.fn}({ref(e.pool.pool, e.pool.index)})", _ATOM
-    if k == "stage_obs":
-        return f"{e.fn}({ref(e.stage.stage, e.stage.index)})", _ATOM
-    if k == "observed":
-        return f"{e.fn}({e.name})", _ATOM
-    return f"<{k}>", _ATOM
+    return _SHOWN.text(e)
 
 
 def clip(s: str, width: int = 70) -> str:
@@ -114,8 +139,7 @@ def wrap(s: str, width: int = 60, indent: str = "    ") -> list[str]:
 
 def grouped(e) -> str:
     """The expression's text, parenthesised unless it is a name, a number or a call."""
-    s, p = _text(e)
-    return s if p == _ATOM else f"({s})"
+    return _SHOWN.grouped(e)
 
 
 def arrival(a) -> str:

@@ -5,8 +5,8 @@ A case is an IR program of the kernel fragment (serq.leangen.kernel). The interp
 records, per session, the turns it answered and the observations it made; a Lean theorem per case
 says the Lean interpreter's run of the same IR agrees (`Serq.Kernel.agrees`, `decide +kernel`).
 Batches of theorems are checked by `serq.leangen.drt.check_in_lean`, as the engine model's are. A
-divergence is written out as the program's IR, which `serq run case.json` reruns, beside its
-Lean batch.
+divergence is written out as the program's IR, which `serq run case.json` reruns, its source, which
+`serq run case.sq` with its settings' flags reruns (`rerun_line`), and its Lean batch.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+from serq.errors import SerqError
 from serq.ir import models as ir
+from serq.ir.to_source import relinked, run_flags, same_program
 from serq.leangen.drt import Divergence, case_ident, check_in_lean
 from serq.leangen.kernel import (BINOPS, KernelProgram, SessionRecord, kernel_program, recorded_run,
                                  render_kernel_template, trace_places)
@@ -66,14 +68,53 @@ def check_kernel_in_lean(items: list[tuple[int, KernelCase, KernelObserved]], **
 
 
 def write_kernel_reproducer(case: KernelCase, observed: KernelObserved, folder: Path) -> Path:
-    """The case's IR (`serq run case.json` reruns it) and its Lean theorem (`case.lean`); a case that
-    replays a trace has a copy of the trace beside them, which its IR names relatively (`serq run` reads
-    a trace from the program's folder), so the folder reruns wherever it is moved."""
+    """The case's IR (`serq run case.json` reruns it), its Lean theorem (`case.lean`), the program as serQ
+    source (`case.sq`, when the language says it: its source links back to the IR; `serq run case.sq` with
+    the settings' flags reruns it) and a README.md that says how to rerun it (`rerun_line`). A case that
+    replays a trace has a copy of the trace beside them, which its IR and source name relatively (`serq
+    run` reads a trace from the program's folder), so the folder reruns wherever it is moved. Returns
+    case.json's path."""
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "case.json"
-    path.write_text(ir.to_json(_with_trace_beside(case.program, folder)))
+    program = _with_trace_beside(case.program, folder)
+    path.write_text(ir.to_json(program))
     (folder / "case.lean").write_text(render_kernel_batch([(0, case, observed)], "a divergent case"))
+    refused = _write_source(program, folder)
+    readme = [f"# A divergent kernel case\n\nRerun it from this folder: `{rerun_line(folder, here=True)}`"]
+    if refused is None:
+        readme.append(" (or `serq run case.json`, the IR).\n")
+    else:
+        readme.append(f".\n\nNo case.sq: the language does not say this program ({refused}).\n")
+    readme.append("\ncase.lean states that Lean's interpreter (`Serq.Kernel`) agrees with what the Python "
+                  "interpreter recorded of the run, which it does not.\n")
+    (folder / "README.md").write_text("".join(readme))
     return path
+
+
+def _write_source(program: ir.Program, folder: Path) -> str | None:
+    """`case.sq` in `folder` when the program's source links back to it (None); else why not, the source (if
+    the printer wrote one) kept as `refused.sq`."""
+    path = folder / "case.sq"
+    try:
+        if same_program(relinked(program, path), program):
+            return None
+        refused = "refused.sq, its source, links to another IR: a bug of serq.ir.to_source"
+    except SerqError as e:  # (the printer's refusal names the construct; the linker's, where in the source)
+        refused = f"refused.sq:{e.span.line}:{e.span.col}: {e.message}" if e.kind != "ir" and e.span else e.message
+    if path.exists():
+        path.replace(folder / "refused.sq")
+    return refused
+
+
+def rerun_line(folder: Path, here: bool = False) -> str:
+    """The command that reruns a reproducer written in `folder` (`here`: from the folder itself): `serq run
+    case.sq` with the flags of its settings, or, when the language does not say the program, `serq run
+    case.json`."""
+    where = Path() if here else folder
+    if not (folder / "case.sq").exists():
+        return f"serq run {where / 'case.json'}"
+    settings = ir.from_json((folder / "case.json").read_text()).settings
+    return " ".join(["serq run", str(where / "case.sq"), *run_flags(settings)])
 
 
 def _with_trace_beside(program: ir.Program, folder: Path) -> ir.Program:

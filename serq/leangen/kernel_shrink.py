@@ -5,7 +5,8 @@ drew it: pools, engines and statements that have nothing to do with the disagree
 small before it is written out (`serq.leangen.kernel_drt.write_kernel_reproducer`): it tries every
 one-step simplification of the program at once (`simplifications`: fewer sessions, a statement
 dropped, a compound statement replaced by its body or an arm, an expression replaced by a constant or
-by one of its parts, a number made smaller, a pool or stage no statement names dropped), keeps the
+by one of its parts, a number made smaller, a pool or stage no statement names dropped; each with the
+attribute table its statements give, `linked_attributes`, so that it stays a program a `.sq` says), keeps the
 smallest that is still a program of the fragment, still runs in the interpreter and still diverges,
 and starts again from it until no simplification diverges (delta debugging's greedy descent).
 
@@ -27,8 +28,9 @@ from typing import Callable, Iterator, get_args
 
 from serq.errors import SerqError
 from serq.ir import models as ir
+from serq.ir.to_source import linked_attributes
 from serq.ir.validate import validate
-from serq.leangen.kernel_drt import (KernelCase, KernelObserved, observe_kernel, run_compiled,
+from serq.leangen.kernel_drt import (KernelCase, KernelObserved, observe_kernel, rerun_line, run_compiled,
                                      write_kernel_reproducer)
 from serq.sim.engine import SimRunError
 
@@ -141,14 +143,16 @@ def simplifications(program: ir.Program) -> list[ir.Program]:
     seen: set[str] = set()
     ranked = []
     for candidate in _candidate_trees(tree):
-        text = json.dumps(candidate, sort_keys=True)
+        try:
+            # (the attribute table the language derives, and `set a = 0;` for an attribute whose sets all went:
+            # the shrunk program stays one a `.sq` says, its reproducer's case.sq)
+            smaller = linked_attributes(ir.from_json(json.dumps(candidate)))
+        except ValueError:  # (pydantic's ValidationError is one)
+            continue
+        text = ir.to_json(smaller)
         if text in seen:  # (two simplifications can make one program)
             continue
         seen.add(text)
-        try:
-            smaller = ir.from_json(text)
-        except ValueError:  # (pydantic's ValidationError is one)
-            continue
         size = measure(smaller)
         if size < bound:
             ranked.append((size, len(ranked), smaller))
@@ -189,9 +193,9 @@ def _fewer_arrivals(tree: dict) -> Iterator[dict]:
 
 
 def _unnamed_declarations_dropped(tree: dict) -> Iterator[dict]:
-    """A pool, stage, gauge, claim or attribute taken out of the program (validation, or the fragment's
-    export, refuses those still named or needed)."""
-    for field in ("pools", "stages", "gauges", "claims", "attributes"):
+    """A pool, stage, gauge or claim taken out of the program (validation, or the fragment's export, refuses
+    those still named or needed; the attribute table is what the statements say, `linked_attributes`)."""
+    for field in ("pools", "stages", "gauges", "claims"):
         items = tree.get(field) or []
         for i in range(len(items)):
             yield _replaced(tree, (field,), items[:i] + items[i + 1:])
@@ -279,16 +283,18 @@ def _replaced(node, path: tuple, new):
 
 def write_shrunk_reproducer(case: KernelCase, observed: KernelObserved, folder: Path, oracle: Oracle | None = None,
                             seconds: float = 600.0) -> tuple[Path, str]:
-    """A divergent case written for a person: its shrunk program in `folder` (`case.json`, `case.lean`, as
-    `write_kernel_reproducer` writes them) and the program as generated in `folder/generated`. The oracle
-    is Lean's compiled driver unless one is given. Returns the shrunk case's path and a line that says how
-    far it shrank (or why it did not: the generated case is then the one in `folder`)."""
+    """A divergent case written for a person: its shrunk program in `folder` (`case.json`, `case.sq`,
+    `case.lean` and README.md, as `write_kernel_reproducer` writes them) and the program as generated in
+    `folder/generated`. The oracle is Lean's compiled driver unless one is given. Returns the shrunk case's
+    path and a line that says how to rerun it (`rerun_line`) and how far it shrank (or why it did not: the
+    generated case is then the one in `folder`)."""
     generated = write_kernel_reproducer(case, observed, folder / "generated")
     try:
         shrunk = shrink(case, oracle or lean_oracle(), seconds=seconds)
     except (RuntimeError, OSError, SerqError) as e:  # (the Lean driver failed: the generated case stands)
-        return write_kernel_reproducer(case, observed, folder), f"not shrunk ({e}); generated: {generated}"
+        path = write_kernel_reproducer(case, observed, folder)
+        return path, f"rerun: {rerun_line(folder)}; not shrunk ({e}); generated: {generated}"
     path = write_kernel_reproducer(shrunk.case, shrunk.observed, folder)
     how = "a local minimum" if shrunk.complete else "stopped by its bound on rounds or time"
-    return path, (f"shrunk in {shrunk.rounds} rounds ({shrunk.tried} candidates judged, {how}) from "
-                  f"{case.size()} to {shrunk.case.size()} characters of IR; generated: {generated}")
+    return path, (f"rerun: {rerun_line(folder)}; shrunk in {shrunk.rounds} rounds ({shrunk.tried} candidates "
+                  f"judged, {how}) from {case.size()} to {shrunk.case.size()} characters of IR; generated: {generated}")

@@ -16,7 +16,7 @@ from serq.lower.common import err, expr_key, rewrite_refs
 from serq.syntax import ast as A
 
 # engine value -> (kernel context variable, the clauses that may read it)
-_ENGINE_VALUES = {
+ENGINE_VALUES = {
     ("running", "count"): ("residents", {"tokens", "schedule", "execute"}),
     ("waiting", "count"): ("waiting_holds", {"tokens", "schedule", "execute"}),
     ("running", "decoding"): ("decoders", {"tokens", "schedule"}),
@@ -57,11 +57,11 @@ def engine_value(e: A.Expr, engine: Engine, clause: str) -> A.Expr:
     def rename(r: A.Ref) -> A.Expr | None:
         if len(r.selectors) == 1 and isinstance(r.selectors[0], A.FieldSel) and r.name in ("running", "waiting", "batch"):
             key = (r.name, r.selectors[0].name)
-            if key not in _ENGINE_VALUES:
+            if key not in ENGINE_VALUES:
                 raise err(f"`{r.name}.{key[1]}` is no engine value (the engine reads running.count, "
                           "running.decoding, running.kv_decode, running.kv_prefill, running.preempted, "
                           "waiting.count, waiting.admitted and batch.…)", r.span)
-            var, clauses = _ENGINE_VALUES[key]
+            var, clauses = ENGINE_VALUES[key]
             if clause not in clauses:
                 raise err(f"`{r.name}.{key[1]}` is not read in {_CLAUSE_TEXT[clause]} (it is read in "
                           f"{', '.join(_CLAUSE_TEXT[c] for c in sorted(clauses))})", r.span)

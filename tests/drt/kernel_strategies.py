@@ -27,6 +27,11 @@ disaggregation) or instead of it by a branch (a router), the two requests sharin
 After that, a program in three with an engine puts each engine, one in two, under `exclusive prefill`
 (`_exclusive_prefill`).
 
+Last, the program gets the attribute table the language derives from its statements, and `set a = 0;`
+at the top of `init` for every attribute it reads and sets nowhere (`serq.ir.to_source.linked_attributes`;
+it reads 0 either way), so that it is a program a `.sq` can say: its source (`program_source`) links back
+to it unless the language refuses it by a rule the IR does not have (tests/drt/test_kernel_source.py).
+
 Two things the generator keeps to, because the fragment's semantics needs them and the IR cannot
 show them:
 
@@ -49,6 +54,7 @@ from pathlib import Path
 from hypothesis import strategies as st
 
 from serq.ir import models as ir
+from serq.ir.to_source import linked_attributes
 from serq.leangen.kernel_drt import KernelCase
 
 BUILTINS = ["cached", "computed", "serial", "turn_no"]
@@ -240,7 +246,9 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _kv_cost(program, rng)
     _second_engine(program, rng)
     _exclusive_prefill(program, rng)
-    return KernelCase(program)
+    # (no draw: the attribute table the language derives, every attribute read and set nowhere set to 0 in
+    # `init`, as it reads anyway, so that the program is one a `.sq` says: its reproducer's `case.sq`)
+    return KernelCase(linked_attributes(program))
 
 
 ENGINE = "e"  # a step engine under vLLM's default schedule

@@ -13,6 +13,7 @@ program the interpreter runs: each must be caught.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import random
 import subprocess
@@ -27,12 +28,15 @@ from hypothesis import HealthCheck, Phase, given, settings
 
 from helpers import REPO, report_drt
 from kernel_strategies import is_traced, kernel_case, kernel_cases, trace_folder
+from serq.errors import SerqError
 from serq.ir import models as ir
+from serq.ir.to_source import relinked, same_program
 from serq.ir.validate import validate
 from serq.leangen.kernel import recorded_run
 from serq.leangen.kernel_shrink import write_shrunk_reproducer
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
-                                     observe_kernel, run_compiled, write_kernel_reproducer)
+                                     observe_kernel, rerun_line, run_compiled, write_kernel_reproducer)
+from serq.link import link_file
 from serq.sim.compile import ProgramCompiler
 from serq.sim.engine import Engine
 from serq.sim.pools import PoolMember
@@ -74,7 +78,7 @@ def test_lean_agrees_on_generated_kernel_programs():
         first = min(failures, key=lambda f: f.case.size())
         path, shrunk = write_shrunk_reproducer(first.case, first.observed, FAILURES / f"kernel{first.case_id}")
         pytest.fail(f"{len(failures)} of {len(COLLECTED)} kernel cases diverge; the smallest is {path} "
-                    f"(serq run {path}), {shrunk}; Lean said: {first.message[:500]}")
+                    f"({shrunk}); Lean said: {first.message[:500]}")
     traced = sum(is_traced(case.program) for _, case, _ in COLLECTED)
     report_drt(f"kernel, decide +kernel: {len(COLLECTED)} generated programs ({answers} turns, {observations} "
                f"observations; {traced} replay a trace), 0 divergences, {time.monotonic() - t0:.0f} s")
@@ -534,7 +538,9 @@ def test_a_trace_cases_reproducer_reruns_from_its_folder(tmp_path):
     folder = tmp_path / "elsewhere" / "kernel0"
     folder.parent.mkdir()
     shutil.move(tmp_path / "written" / "kernel0", folder)
-    assert sorted(p.name for p in folder.iterdir()) == sorted(["case.json", "case.lean", original.name])
+    # (case.sq when the language says the program, else refused.sq)
+    written = {p.name for p in folder.iterdir()} - {"case.sq", "refused.sq"}
+    assert written == {"case.json", "case.lean", "README.md", original.name}
     assert (folder / original.name).read_bytes() == original.read_bytes()
     program = ir.from_json((folder / "case.json").read_text())
     assert program.workload.arrival.file == original.name and str(trace_folder()) not in (folder / "case.json").read_text()
@@ -543,6 +549,59 @@ def test_a_trace_cases_reproducer_reruns_from_its_folder(tmp_path):
                          env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])})
     assert run.returncode == 0, run.stderr
     assert tuple(recorded_run(program, observed.value, folder)[0]) == observed.sessions
+
+
+def _report(command: list[str], folder: Path) -> dict:
+    """`serq run … --json`'s report, without what names the program's file and where its settings came from."""
+    run = subprocess.run([sys.executable, "-m", "serq.cli", *command, "--json"], capture_output=True, text=True,
+                         cwd=folder, env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get(
+                             "PYTHONPATH", "")])})
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    for key in ("program", "settings_source"):
+        report.pop(key)
+    return report
+
+
+@pytest.mark.parametrize("arrival", ["renewal", "trace"])
+def test_a_kernel_reproducers_source_reruns_the_case(tmp_path, arrival):
+    """The reproducer's case.sq links back to the case's IR, and its rerun line (`serq run case.sq` and its
+    settings' flags: `--arrivals N` for a renewal's sessions) runs what the case's IR runs: the interpreter
+    records what it recorded of the case. (The first seed's program of that arrival that the language says.)"""
+    case = next(case for case in map(kernel_case, map(random.Random, range(200)))
+                if case.program.workload.arrival.kind == arrival and _relinks(case, tmp_path / "try"))
+    observed = observe_kernel(case)
+    folder = tmp_path / "kernel0"
+    write_kernel_reproducer(case, observed, folder)
+    assert (folder / "case.sq").exists() and "No case.sq" not in (folder / "README.md").read_text()
+    line = rerun_line(folder, here=True)
+    assert f"`{line}`" in (folder / "README.md").read_text()
+    command = line.split()[1:]  # (`serq` itself: this checkout's, `python -m serq.cli`)
+    settings = ir.from_json((folder / "case.json").read_text()).settings
+    program = link_file(folder / "case.sq", settings=settings)
+    assert same_program(program, ir.from_json((folder / "case.json").read_text()))
+    assert tuple(recorded_run(program, observed.value, folder)[0]) == observed.sessions
+    assert _report(command, folder) == _report(["run", "case.json"], folder)
+
+
+def _relinks(case: KernelCase, folder: Path) -> bool:
+    folder.mkdir(exist_ok=True)
+    try:
+        return same_program(relinked(case.program, folder / "case.sq"), case.program)
+    except SerqError:
+        return False
+
+
+def test_a_reproducer_the_language_does_not_say_has_no_source(tmp_path):
+    """A case the language refuses (a loop that lets no time pass, …) has no case.sq; its README says why
+    and where in its source, kept as refused.sq, and its rerun line is `serq run case.json`."""
+    seed = next(seed for seed in range(200) if not _relinks(kernel_case(random.Random(seed)), tmp_path / "try"))
+    case = kernel_case(random.Random(seed))
+    folder = tmp_path / "kernel0"
+    write_kernel_reproducer(case, observe_kernel(case), folder)
+    assert not (folder / "case.sq").exists() and (folder / "refused.sq").exists()
+    assert "No case.sq: the language does not say" in (folder / "README.md").read_text()
+    assert rerun_line(folder) == f"serq run {folder / 'case.json'}"
 
 
 # ------------------------------------------------------------------ the compiled path

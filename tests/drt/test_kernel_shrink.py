@@ -17,7 +17,7 @@ from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.ir.validate import validate
 from serq.leangen.kernel import RunNotEnded, kernel_program
-from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel
+from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel, rerun_line
 from serq.leangen.kernel_shrink import measure, shrink, simplifications, usable_case, write_shrunk_reproducer
 from serq.link import link_text
 from serq.sim.engine import SimRunError
@@ -104,7 +104,7 @@ def test_a_divergence_is_written_shrunk_beside_its_generated_program(tmp_path, w
     assert path == tmp_path / "kernel0" / "case.json" and (tmp_path / "kernel0" / "generated" / "case.json").exists()
     written = ir.from_json(path.read_text())  # (its trace copied beside it and named relatively)
     assert (written.workload.session, written.server) == (shrunk.case.program.workload.session, [])
-    assert said.startswith("shrunk in 0 rounds") and "a local minimum" in said
+    assert said.startswith(f"rerun: {rerun_line(path.parent)}; shrunk in 0 rounds") and "a local minimum" in said
     for folder in (path.parent, path.parent / "generated"):
         run = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(folder / "case.json")],
                              capture_output=True, text=True)
