@@ -11,7 +11,10 @@ divergence is written out as the program's IR, which `serq run case.json` reruns
 
 from __future__ import annotations
 
+import hashlib
 import math
+import os
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -115,6 +118,20 @@ def rerun_line(folder: Path, here: bool = False) -> str:
         return f"serq run {where / 'case.json'}"
     settings = ir.from_json((folder / "case.json").read_text()).settings
     return " ".join(["serq run", str(where / "case.sq"), *run_flags(settings)])
+
+
+def write_trace(text: str, folder: Path) -> Path:
+    """A trace's file in `folder`, named by its content (`trace-<sha16>.csv`), so that reruns, pytest's workers
+    and the shrinker's candidates write and read the same file; written once, atomically (a reader never
+    sees a half-written one)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"trace-{hashlib.sha256(text.encode()).hexdigest()[:16]}.csv"
+    if not path.exists() or path.read_text() != text:
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    return path
 
 
 def _with_trace_beside(program: ir.Program, folder: Path) -> ir.Program:

@@ -5,8 +5,10 @@ drew it: pools, engines and statements that have nothing to do with the disagree
 small before it is written out (`serq.leangen.kernel_drt.write_kernel_reproducer`): it tries every
 one-step simplification of the program at once (`simplifications`: fewer sessions, a statement
 dropped, a compound statement replaced by its body or an arm, an expression replaced by a constant or
-by one of its parts, a number made smaller, a pool or stage no statement names dropped; each with the
-attribute table its statements give, `linked_attributes`, so that it stays a program a `.sq` says), keeps the
+by one of its parts, a number made smaller, a pool or stage no statement names dropped; for a program
+that replays a trace, a trace session or one turn's row dropped, or one of the trace's numbers made
+smaller, the trace written beside the original under its content's name; each with the attribute table
+its statements give, `linked_attributes`, so that it stays a program a `.sq` says), keeps the
 smallest that is still a program of the fragment, still runs in the interpreter and still diverges,
 and starts again from it until no simplification diverges (delta debugging's greedy descent).
 
@@ -19,6 +21,7 @@ whose `kind` names them, so that every IR construct is shrunk the same way witho
 
 from __future__ import annotations
 
+import csv
 import json
 import math
 import time
@@ -31,7 +34,8 @@ from serq.ir import models as ir
 from serq.ir.to_source import linked_attributes
 from serq.ir.validate import validate
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, observe_kernel, rerun_line, run_compiled,
-                                     write_kernel_reproducer)
+                                     write_kernel_reproducer, write_trace)
+from serq.sim.trace import COLUMNS as TRACE_COLUMNS
 from serq.sim.engine import SimRunError
 
 
@@ -162,13 +166,22 @@ def simplifications(program: ir.Program) -> list[ir.Program]:
 
 def measure(program: ir.Program) -> tuple[int, float]:
     """What the descent makes smaller: the program's JSON length, then the sum of its numbers (so that a
-    number halved, which may keep its length, counts as smaller)."""
+    number halved, which may keep its length, counts as smaller); a trace the program replays counts with
+    it, its text's length and its numbers (its file's name, a hash of its text, keeps its length)."""
     text = ir.to_json(program)
-    return len(text), sum(abs(v) for _, v in _numbers(json.loads(text), ()))
+    tree = json.loads(text)
+    size, total = len(text), sum(abs(v) for _, v in _numbers(tree, ()))
+    trace = _trace_file(tree)
+    if trace is not None:
+        header, rows = _trace_rows(trace)
+        size += len(_trace_text(header, rows))
+        total += sum(abs(float(cell)) for row in rows for cell in row if _whole(cell) is not None)
+    return size, total
 
 
 def _candidate_trees(tree: dict) -> Iterator[dict]:
     yield from _fewer_arrivals(tree)
+    yield from _smaller_traces(tree)
     yield from _unnamed_declarations_dropped(tree)
     for path, block in _statement_blocks(tree, ()):
         for i, stmt in enumerate(block):
@@ -190,6 +203,66 @@ def _fewer_arrivals(tree: dict) -> Iterator[dict]:
     if isinstance(arrivals, int):
         for fewer in _smaller_numbers(arrivals):
             yield _replaced(tree, ("settings", "arrivals"), fewer)
+
+
+def _trace_file(tree: dict) -> Path | None:
+    """The trace the program's arrivals replay (the generator's traced programs), if any."""
+    arrival = tree.get("workload", {}).get("arrival", {})
+    return Path(arrival["file"]) if arrival.get("kind") == "trace" else None
+
+
+def _trace_rows(path: Path) -> tuple[list[str], list[list[str]]]:
+    """A trace's header and rows, as the cells' text."""
+    with path.open(newline="") as f:
+        lines = list(csv.reader(f))
+    return lines[0], [row for row in lines[1:] if row]
+
+
+def _trace_text(header: list[str], rows: list[list[str]]) -> str:
+    return "".join(",".join(cells) + "\n" for cells in [header, *rows])
+
+
+def _whole(cell: str) -> int | None:
+    """A cell's whole number (the generator writes every number of a trace so), else None."""
+    return int(cell) if cell.isdigit() else None
+
+
+def _smaller_traces(tree: dict) -> Iterator[dict]:
+    """For a program that replays a trace: the trace with a session dropped (when it has more than one), a
+    row dropped (one turn of a session of several), a session's `arrive` made smaller (in each of its rows:
+    the reader takes it from the first), or a turn's number made smaller. Each is written beside the trace
+    under its own content's name (`write_trace`) and named by the candidate."""
+    path = _trace_file(tree)
+    if path is None:
+        return
+    header, rows = _trace_rows(path)
+    if not set(TRACE_COLUMNS) <= set(header):
+        return  # (a trace the reader refuses: left as it is)
+    session, arrive = header.index("session"), header.index("arrive")
+    turn_columns = [header.index(c) for c in TRACE_COLUMNS if c not in ("session", "arrive")]
+    sessions: dict[str, list[int]] = {}  # a session's rows, in the file's order
+    for i, row in enumerate(rows):
+        sessions.setdefault(row[session], []).append(i)
+
+    def candidate(new_rows: list[list[str]]) -> dict:
+        written = write_trace(_trace_text(header, new_rows), path.parent)
+        return _replaced(tree, ("workload", "arrival", "file"), str(written))
+
+    for members in sessions.values():
+        if len(sessions) > 1:
+            yield candidate([row for i, row in enumerate(rows) if i not in members])
+        if len(members) > 1:
+            for i in members:
+                yield candidate(rows[:i] + rows[i + 1:])
+        first = _whole(rows[members[0]][arrive])
+        for smaller in _smaller_numbers(first) if first is not None else ():
+            yield candidate([row[:arrive] + [str(smaller)] + row[arrive + 1:] if i in members else row
+                             for i, row in enumerate(rows)])
+    for i, row in enumerate(rows):
+        for c in turn_columns:
+            value = _whole(row[c])
+            for smaller in _smaller_numbers(value) if value is not None else ():
+                yield candidate(rows[:i] + [row[:c] + [str(smaller)] + row[c + 1:]] + rows[i + 1:])
 
 
 def _unnamed_declarations_dropped(tree: dict) -> Iterator[dict]:

@@ -45,8 +45,6 @@ show them:
 
 from __future__ import annotations
 
-import hashlib
-import os
 import random
 import tempfile
 from pathlib import Path
@@ -55,7 +53,7 @@ from hypothesis import strategies as st
 
 from serq.ir import models as ir
 from serq.ir.to_source import linked_attributes
-from serq.leangen.kernel_drt import KernelCase
+from serq.leangen.kernel_drt import KernelCase, write_trace
 
 BUILTINS = ["cached", "computed", "serial", "turn_no"]
 SESSION_VALUES = ["v0", "v1"]          # set by the workload
@@ -755,20 +753,6 @@ def trace_folder() -> Path:
     return Path(tempfile.gettempdir()) / "serq-kernel-drt-traces"
 
 
-def _write_trace(text: str) -> Path:
-    """The trace's file, named by its content (`trace-<sha16>.csv`), so that reruns and pytest's workers
-    write and read the same file; written once, atomically (a worker never reads a half-written one)."""
-    folder = trace_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"trace-{hashlib.sha256(text.encode()).hexdigest()[:16]}.csv"
-    if not path.exists() or path.read_text() != text:
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".part")
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    return path
-
-
 def _ordered_trace(program: ir.Program, rng: random.Random) -> ir.Program:
     """Drawn last (the rest stays what the seed gave before): a program in five replays an ordered trace
     (`trace "file.csv" ordered;`) of 1 to 4 sessions of 1 to 3 turns each, arriving at times 0 to 3 (ties
@@ -791,7 +775,7 @@ def _ordered_trace(program: ir.Program, rng: random.Random) -> ir.Program:
     lines = ["session,arrive,new,out,think,forced"]
     for i in order:
         lines += [",".join(map(str, (ids[i], times[i], *row))) for row in turns[i]]
-    path = _write_trace("\n".join(lines) + "\n")
+    path = write_trace("\n".join(lines) + "\n", trace_folder())
 
     def without_turns(body: list) -> list:
         out = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import random
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -57,6 +58,12 @@ def test_a_planted_bug_shrinks_to_what_it_needs(while_runs_once):
     assert planted_oracle("while_runs_once")([(shrunk.case, shrunk.observed)]) == [True]
     assert 8 * len(ir.to_json(program)) < len(ir.to_json(case.program))
     assert shrunk.rounds >= 3 and shrunk.complete
+    # its trace (three sessions of six turns) too: one session of the three turns that tell a `while`
+    # run once from one run twice, every number 0 (`more` is the reader's: 1 but on the last)
+    assert trace_rows(case.program) == [["9", "0", "0", "6", "0", "1"], ["9", "0", "2", "5", "0", "1"],
+                                        ["3", "1", "2", "1", "0", "0"], ["3", "1", "4", "6", "0", "1"],
+                                        ["3", "1", "1", "6", "0", "1"], ["7", "1", "2", "0", "0", "1"]]
+    assert trace_rows(program) == [["3", "0", "0", "0", "0", "0"]] * 3
 
 
 def test_the_shrunk_program_is_a_valid_program_of_the_fragment(while_runs_once):
@@ -93,6 +100,29 @@ def test_another_planted_bug_shrinks_and_still_diverges():
     shrunk = shrink(case, planted_oracle("fifo_serves_newest"), batch=20)
     assert planted_oracle("fifo_serves_newest")([(shrunk.case, shrunk.observed)]) == [True]
     assert 3 * len(ir.to_json(shrunk.case.program)) < len(ir.to_json(case.program))
+
+
+def trace_rows(program: ir.Program) -> list[list[str]]:
+    """The rows of the trace a program replays (its header checked)."""
+    header, *rows = Path(program.workload.arrival.file).read_text().splitlines()
+    assert header == "session,arrive,new,out,think,forced"
+    return [row.split(",") for row in rows]
+
+
+def test_a_trace_shrinks_to_the_rows_the_divergence_needs():
+    """`trace_replayed_in_arrival_order` (sessions arriving at one instant replayed in arrival order, not the
+    file's): its first case's trace of three sessions, nine turns, shrinks to two sessions of a turn each,
+    written in the file in the other order than they arrive, the numbers that do not matter 0; each
+    candidate trace is a file beside the generated one, named by its content."""
+    bug = "trace_replayed_in_arrival_order"
+    _, case, _ = _planted_cases(bug)[0]
+    shrunk = shrink(case, planted_oracle(bug), batch=20)
+    assert len(trace_rows(case.program)) == 9
+    assert trace_rows(shrunk.case.program) == [["5", "1", "0", "0", "0", "0"], ["4", "0", "0", "0", "0", "0"]]
+    assert planted_oracle(bug)([(shrunk.case, shrunk.observed)]) == [True]
+    original, smaller = Path(case.program.workload.arrival.file), Path(shrunk.case.program.workload.arrival.file)
+    assert smaller.parent == original.parent and smaller.name.startswith("trace-") and smaller != original
+    assert shrunk.complete
 
 
 def test_a_divergence_is_written_shrunk_beside_its_generated_program(tmp_path, while_runs_once):
