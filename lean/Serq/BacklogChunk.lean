@@ -45,7 +45,7 @@ structure Inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (m : Machine)
   sids : ∀ q ∈ m.pending, q.sid < sessionCount ss
 
 /-- The hypotheses on the engine and the workload. -/
-structure Hyp (eng : Engine) (g P D K n : Nat) (ss : List Session) : Prop where
+structure Hyp (eng : Engine) (g P D K n J : Nat) (ss : List Session) : Prop where
   phased : eng.phased = false
   chunk : 0 < eng.chunk
   cover : P ≤ eng.chunk * n
@@ -53,7 +53,8 @@ structure Hyp (eng : Engine) (g P D K n : Nat) (ss : List Session) : Prop where
   gap : 0 < g
   kpos : 0 < K
   many : n + (D - 1) ≤ K * g
-  budget : K * eng.chunk ≤ eng.budget
+  pre : n ≤ J * g
+  budget : J * eng.chunk + (K - J) ≤ eng.budget
   cap : K ≤ eng.reqsCap
   fits : K * blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks
   turns : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out - 1 = D - 1
@@ -118,7 +119,7 @@ theorem sv_fresh (bs c n P D now : Nat) (x : Res) (hP : 0 < P) (hc : 0 < c) (hd 
     Sv bs c n P D now now x :=
   ⟨Nat.le_refl _, by omega, Or.inl ⟨⟨hd, by omega, by omega, ha, hk, hp, ho⟩, by omega, by omega, by omega⟩⟩
 
-theorem step_inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (hy : Hyp eng g P D K n ss) (m : Machine)
+theorem step_inv (eng : Engine) (g P D K n J : Nat) (ss : List Session) (hy : Hyp eng g P D K n J ss) (m : Machine)
     (h : Inv eng g P D K n ss m) : Inv eng g P D K n ss (step eng ss m) := by
   have hP := hy.pos
   have hg := hy.gap
@@ -128,7 +129,16 @@ theorem step_inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (hy : Hyp 
   have hmany := hy.many
   have hbud := hy.budget
   have hfits := hy.fits
-  have hcB : eng.chunk ≤ eng.budget := Nat.le_trans (Nat.le_mul_of_pos_left _ hK) hbud
+  have hpre := hy.pre
+  have hJ : 0 < J := by
+    rcases Nat.eq_zero_or_pos J with h0 | h0
+    · rw [h0, Nat.zero_mul] at hpre
+      rw [show n = 0 by omega, Nat.mul_zero] at hn
+      omega
+    · exact h0
+  have hcB : eng.chunk ≤ eng.budget := by
+    have := Nat.le_mul_of_pos_left eng.chunk hJ
+    omega
   have hPW : blocksFor eng.blockSize P ≤ blocksFor eng.blockSize (P + (D - 1)) := blocksFor_mono _ (by omega)
   have hbW : blocksFor eng.blockSize (P + (D - 1)) ≤ K * blocksFor eng.blockSize (P + (D - 1)) :=
     Nat.le_mul_of_pos_left _ hK
@@ -215,7 +225,18 @@ theorem step_inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (hy : Hyp 
         have hif : (if eng.chunk > 0 ∧ resCount m.running + reqCount [] > 1 then eng.chunk else 0) = eng.chunk := by
           rw [if_pos ⟨hc, by rw [hr]; simp only [resCount, reqCount]; omega⟩]
         obtain ⟨p1, p2, p3, p4⟩ := plan_mix eng eng.chunk (blocksFor eng.blockSize (P + (D - 1))) m hy.phased hc hfit
-          (Nat.le_trans (Nat.mul_le_mul_right _ hcountK) hbud) hkvK
+          (by
+            have ht := tokens_prefills eng.chunk eng.blockSize m.running
+            have hp : prefills m.running ≤ J := by
+              rcases chain_prefills _ _ _ _ _ g m.now hn (chain_close (by omega) hch) with h0 | h0
+              · omega
+              · rcases Nat.lt_or_ge J (prefills m.running) with h1 | h1
+                · have := Nat.mul_le_mul_right g (show J + 1 ≤ prefills m.running by omega)
+                  rw [Nat.succ_mul] at this
+                  omega
+                · exact h1
+            have := budget_arith hc hp hcountK ht
+            omega) hkvK
         have htok : 0 < batchTokens (serveL eng.chunk eng.blockSize m.running) := by
           rw [hr]
           obtain ⟨hrem, _, _⟩ := hfit r (by rw [hr]; exact List.mem_cons_self)
@@ -317,7 +338,20 @@ theorem step_inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (hy : Hyp 
             | cons _ _ => simp only [resCount, reqCount]; omega⟩]
         obtain ⟨x, hxd, hxw, hxp, hxdec, hxs, hxpos, hxrem, hxalloc, hxout, hxsid, hxknown, hxprompt, hxc⟩ :=
           plan_mix_arrive eng eng.chunk (blocksFor eng.blockSize (P + (D - 1))) P m (newReq eng ss p) hy.phased hc
-            hfit (Nat.le_trans (Nat.mul_le_mul_right _ hcount) hbud) (by have := hy.cap; omega)
+            hfit
+            (by
+              have ht := tokens_prefills eng.chunk eng.blockSize m.running
+              have hp : prefills m.running + 1 ≤ J := by
+                rcases chain_prefills _ _ _ _ _ g m.now hn hch with h0 | h0
+                · omega
+                · rcases Nat.lt_or_ge (prefills m.running) J with h1 | h1
+                  · omega
+                  · have := Nat.mul_le_mul_right g h1
+                    omega
+              have := budget_arith (t := batchTokens (serveL eng.chunk eng.blockSize m.running) + eng.chunk)
+                (k := resCount m.running + 1) hc hp hcount (by rw [Nat.succ_mul]; omega)
+              omega)
+            (by have := hy.cap; omega)
             (by
               have := Nat.mul_le_mul_right (blocksFor eng.blockSize (P + (D - 1))) hcount
               rw [Nat.succ_mul] at this
@@ -381,41 +415,55 @@ theorem step_inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (hy : Hyp 
           · omega
           · have := spaced_le hrest q hq; omega)
 
-theorem run_inv (eng : Engine) (g P D K n : Nat) (ss : List Session) (hy : Hyp eng g P D K n ss) :
+theorem run_inv (eng : Engine) (g P D K n J : Nat) (ss : List Session) (hy : Hyp eng g P D K n J ss) :
     ∀ (fuel : Nat) (m : Machine), Inv eng g P D K n ss m → Inv eng g P D K n ss (run eng ss fuel m)
   | 0, _, h => h
   | fuel + 1, m, h => by
     simp only [run]
     split
     · exact h
-    · exact run_inv eng g P D K n ss hy fuel _ (step_inv eng g P D K n ss hy m h)
+    · exact run_inv eng g P D K n J ss hy fuel _ (step_inv eng g P D K n J ss hy m h)
 
 end BacklogChunk
 
-/-- **The pathwise bounded backlog with prompts served in chunks beside decodes.** Sessions arrive at
-least `g` steps apart (`GappedDecode g P D 0 ss`), each one turn of a `P`-token prompt (`P > 0`) and `D`
-output tokens, a request's work `W = P + (D - 1)`. The engine has a chunk cap `c = chunk > 0`
-(applying while more than one request runs or waits) and `n` with `P ≤ c · n` (a prompt cut in chunks
-of `c` takes at most `n` iterations; the least is `⌈P / c⌉`). With `K > 0` such that
-`n + D - 1 ≤ K · g` (a request's life, `n` prefill and `D - 1` decode iterations, spans at most `K`
-gaps: at most `K` requests are in flight), a budget of `K` chunks (`K · c ≤ budget`), `K` request
-slots, a KV pool of `K` requests' `W` tokens and vLLM's mixed schedule (`phased = false`), every
-iteration record of every run has
+/-- **The pathwise bounded backlog with prompts served in chunks beside decodes**, with the budget
+the prefills in flight need. Sessions arrive at least `g` steps apart (`GappedDecode g P D 0 ss`), each
+one turn of a `P`-token prompt (`P > 0`) and `D` output tokens, a request's work `W = P + (D - 1)`.
+The engine has a chunk cap `c = chunk > 0` (applying while more than one request runs or waits) and
+`n` with `P ≤ c · n` (a prompt cut in chunks of `c` takes at most `n` iterations; the least is
+`⌈P / c⌉`). With `K > 0` such that `n + D - 1 ≤ K · g` (a request's life, `n` prefill and `D - 1`
+decode iterations, spans at most `K` gaps: at most `K` requests are in flight) and `J` such that
+`n ≤ J · g` (at most `J` prefills are in flight), a budget of `J` chunks and `K - J` decode tokens
+(`J · c + (K - J) ≤ budget`), `K` request slots, a KV pool of `K` requests' `W` tokens and vLLM's mixed
+schedule (`phased = false`), every iteration record of every run has
 `arrived · W ≤ served + W + Σ_{j=1}^{K-1} bound (j · g)` (`BacklogChunk.sumB c n P D g g (K - 1)`),
 `bound t` the most work a request of age `t` has left: `P - t · c + (D - 1)` while `t · c < P`, then
-`min (D - 1) (n + D - 1 - t)`. Proved, not assumed: the request cap and the KV pool never bind,
-no demand is cut by the budget and nothing is preempted (`BacklogChunk.Inv`). -/
+`min (D - 1) (n + D - 1 - t)`. Proved, not assumed: the request cap, the KV pool and the budget never
+bind and nothing is preempted (`BacklogChunk.Inv`). -/
+theorem backlog_chunk_prefills_tight (eng : Engine) (g P D K n J : Nat) (ss : List Session)
+    (hph : eng.phased = false) (hc : 0 < eng.chunk) (hn : P ≤ eng.chunk * n) (hP : 0 < P) (hg : 0 < g)
+    (hK : 0 < K) (hmany : n + (D - 1) ≤ K * g) (hJ : n ≤ J * g) (hB : J * eng.chunk + (K - J) ≤ eng.budget)
+    (hcap : K ≤ eng.reqsCap) (hfits : K * blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks)
+    (hw : GappedDecode g P D 0 ss) (fuel : Nat) :
+    ∀ r ∈ (run eng ss fuel (init ss)).records,
+      r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) + BacklogChunk.sumB eng.chunk n P D g g (K - 1) := by
+  have hy : BacklogChunk.Hyp eng g P D K n J ss :=
+    ⟨hph, hc, hn, hP, hg, hK, hmany, hJ, hB, hcap, hfits, BacklogDecode.gapped_turns g P D 0 ss hw⟩
+  exact (BacklogChunk.run_inv eng g P D K n J ss hy fuel (init ss)
+    (BacklogChunk.init_inv eng g P D K n ss hg hw)).records
+
+/-- **The pathwise bounded backlog with prompts served in chunks beside decodes.**
+`backlog_chunk_prefills_tight` with `J = K`: a budget of `K` chunks (`K · c ≤ budget`). Every iteration
+record of every run has `arrived · W ≤ served + W + Σ_{j=1}^{K-1} bound (j · g)`. -/
 theorem backlog_chunk_tight (eng : Engine) (g P D K n : Nat) (ss : List Session)
     (hph : eng.phased = false) (hc : 0 < eng.chunk) (hn : P ≤ eng.chunk * n) (hP : 0 < P) (hg : 0 < g)
     (hK : 0 < K) (hmany : n + (D - 1) ≤ K * g) (hB : K * eng.chunk ≤ eng.budget) (hcap : K ≤ eng.reqsCap)
     (hfits : K * blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hw : GappedDecode g P D 0 ss)
     (fuel : Nat) :
     ∀ r ∈ (run eng ss fuel (init ss)).records,
-      r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) + BacklogChunk.sumB eng.chunk n P D g g (K - 1) := by
-  have hy : BacklogChunk.Hyp eng g P D K n ss :=
-    ⟨hph, hc, hn, hP, hg, hK, hmany, hB, hcap, hfits, BacklogDecode.gapped_turns g P D 0 ss hw⟩
-  exact (BacklogChunk.run_inv eng g P D K n ss hy fuel (init ss)
-    (BacklogChunk.init_inv eng g P D K n ss hg hw)).records
+      r.arrived * (P + (D - 1)) ≤ r.served + (P + (D - 1)) + BacklogChunk.sumB eng.chunk n P D g g (K - 1) :=
+  backlog_chunk_prefills_tight eng g P D K n K ss hph hc hn hP hg hK hmany (by omega) (by simpa using hB) hcap hfits
+    hw fuel
 
 theorem BacklogChunk.sumB_le (c n P D g b : Nat) : ∀ k, sumB c n P D g b k ≤ k * (P + (D - 1))
   | 0 => by simp [BacklogChunk.sumB]
@@ -454,9 +502,10 @@ theorem backlog_chunk_in_flight (eng : Engine) (g P D K n : Nat) (ss : List Sess
     (fuel : Nat) :
     (run eng ss fuel (init ss)).waiting = [] ∧ resCount (run eng ss fuel (init ss)).running ≤ K ∧
       usedBlocks (run eng ss fuel (init ss)).running ≤ K * blocksFor eng.blockSize (P + (D - 1)) := by
-  have hy : BacklogChunk.Hyp eng g P D K n ss :=
-    ⟨hph, hc, hn, hP, hg, hK, hmany, hB, hcap, hfits, BacklogDecode.gapped_turns g P D 0 ss hw⟩
-  have h := BacklogChunk.run_inv eng g P D K n ss hy fuel (init ss) (BacklogChunk.init_inv eng g P D K n ss hg hw)
+  have hy : BacklogChunk.Hyp eng g P D K n K ss :=
+    ⟨hph, hc, hn, hP, hg, hK, hmany, by omega, by simpa using hB, hcap, hfits,
+      BacklogDecode.gapped_turns g P D 0 ss hw⟩
+  have h := BacklogChunk.run_inv eng g P D K n K ss hy fuel (init ss) (BacklogChunk.init_inv eng g P D K n ss hg hw)
   generalize run eng ss fuel (init ss) = m at h ⊢
   obtain ⟨z, hch, _⟩ := h.chain
   have hcount : resCount m.running ≤ K := by

@@ -103,7 +103,7 @@ theorem serve_list (eng : Engine) (only : Option Bool) (c bW : Nat) (hc : 0 < c)
     (hex : ∀ d, excluded only d = false) :
     ∀ (L : List Res) (p : Plan) (fuel : Nat), p.todo = L → resCount L < fuel → p.chunk = c →
     (∀ r ∈ L, 0 < r.remaining ∧ blocksFor eng.blockSize (r.pos + dem c r) ≤ bW ∧ r.alloc ≤ bW) →
-    resCount L * c ≤ p.budget → p.selfPreempted = false →
+    batchTokens (serveL c eng.blockSize L) ≤ p.budget → p.selfPreempted = false →
     usedBlocks p.done + resCount L * bW ≤ eng.kvBlocks →
     (serveRunning eng only fuel p).done = p.done ++ serveL c eng.blockSize L ∧
     (serveRunning eng only fuel p).todo = [] ∧
@@ -122,22 +122,26 @@ theorem serve_list (eng : Engine) (only : Option Bool) (c bW : Nat) (hc : 0 < c)
       fun x hx => hL x (List.mem_cons_of_mem _ hx)
     have hurest := usedBlocks_le bW rest (fun x hx => (hrest x hx).2.2)
     have hcount : resCount (r :: rest) = resCount rest + 1 := rfl
-    rw [hcount, Nat.succ_mul] at hkv hb
+    have hbt : batchTokens (serveL c eng.blockSize (r :: rest)) = dem c r + batchTokens (serveL c eng.blockSize rest) :=
+      rfl
+    rw [hcount, Nat.succ_mul] at hkv
+    rw [hbt] at hb
     rw [hcount] at hf
     have hN : (if r.decoding = true then 1 else capChunk p.chunk (min r.remaining p.budget)) = dem c r := by
-      unfold dem capChunk
-      rw [hch]
       by_cases hd : r.decoding = true
-      · rw [if_pos hd, if_pos hd]
-      · rw [if_neg hd, if_neg hd, if_neg (by omega)]; omega
-    have hdem : dem c r ≤ c := by unfold dem; split <;> omega
+      · have hdm : dem c r = 1 := by unfold dem; rw [if_pos hd]
+        rw [hdm, if_pos hd]
+      · have hdm : dem c r = min c r.remaining := by unfold dem; rw [if_neg hd]
+        unfold capChunk
+        rw [hch, hdm, if_neg hd, if_neg (by omega)]
+        omega
+    have hdem : 0 < dem c r := by unfold dem; split <;> omega
     obtain ⟨q, hq, h1, h2, h3, h4, h5, h6, h8, h7⟩ := serve_step eng only f p r rest (dem c r) htodo (by omega) hsp
       hrem (hex _) hN (by rw [htodo]; simp only [usedBlocks]; omega)
     rw [hq]
     have hgr : r.alloc + (blocksFor eng.blockSize (r.pos + dem c r) - r.alloc) ≤ bW := by omega
     obtain ⟨i1, i2, i3, i4, i5, i7, i6⟩ := serve_list eng only c bW hc hex rest q f h1 (by omega) (by rw [h8]; exact hch)
       hrest (by omega) h6 (by rw [h3, usedBlocks_app]; simp only [usedBlocks]; omega)
-    have htok := batchTokens_serveL c eng.blockSize hc rest
     refine ⟨by rw [i1, h3]; simp [serveL, serveOne], i2, by rw [i3, h4], by rw [i4, h5], ?_,
       by rw [i7, h8], fun Q hQ => i6 Q (h7 Q hQ)⟩
     rw [i5, h2]
@@ -202,7 +206,7 @@ theorem clearSched_fits (c bs bW : Nat) (L : List Res) (h : ∀ r ∈ L, Fits c 
 /-- The plan of a machine with residents and no arrival, the chunk cap `c` applying: each takes its
 demand. -/
 theorem plan_mix (eng : Engine) (c bW : Nat) (m : Machine) (hph : eng.phased = false) (hc : 0 < c)
-    (hL : ∀ r ∈ m.running, Fits c eng.blockSize bW r) (hb : resCount m.running * c ≤ eng.budget)
+    (hL : ∀ r ∈ m.running, Fits c eng.blockSize bW r) (hb : batchTokens (serveL c eng.blockSize m.running) ≤ eng.budget)
     (hkv : resCount m.running * bW ≤ eng.kvBlocks) :
     (plan eng c m []).done = serveL c eng.blockSize m.running ∧ (plan eng c m []).waiting = [] ∧
       (plan eng c m []).preempted = 0 ∧
@@ -210,7 +214,7 @@ theorem plan_mix (eng : Engine) (c bW : Nat) (m : Machine) (hph : eng.phased = f
   have hex : ∀ d, excluded (phaseOf eng m.running) d = false := fun d => excluded_none eng hph _ d
   obtain ⟨i1, i2, i3, i4, _, _, i6⟩ := serve_list eng (phaseOf eng m.running) c bW hc hex (clearSched m.running)
     ⟨eng.budget, c, [], clearSched m.running, [], m.cache, m.relSeq, 0, false⟩ (resCount m.running + 1) rfl
-    (by rw [resCount_clearSched']; omega) rfl (clearSched_fits _ _ _ _ hL) (by rw [resCount_clearSched']; exact hb) rfl
+    (by rw [resCount_clearSched']; omega) rfl (clearSched_fits _ _ _ _ hL) (by rw [serveL_clearSched]; exact hb) rfl
     (by simp only [usedBlocks, resCount_clearSched', Nat.zero_add]; exact hkv)
   unfold plan
   dsimp only
@@ -223,7 +227,8 @@ theorem plan_mix (eng : Engine) (c bW : Nat) (m : Machine) (hph : eng.phased = f
 /-- The plan of a machine with residents and one arrival, the chunk cap `c` applying: each resident
 takes its demand, and the arrival is admitted after them with `min c P` tokens. -/
 theorem plan_mix_arrive (eng : Engine) (c bW P : Nat) (m : Machine) (rq : Req) (hph : eng.phased = false)
-    (hc : 0 < c) (hL : ∀ r ∈ m.running, Fits c eng.blockSize bW r) (hb : (resCount m.running + 1) * c ≤ eng.budget)
+    (hc : 0 < c) (hL : ∀ r ∈ m.running, Fits c eng.blockSize bW r)
+    (hb : batchTokens (serveL c eng.blockSize m.running) + c ≤ eng.budget)
     (hcap : resCount m.running < eng.reqsCap)
     (hkv : resCount m.running * bW + blocksFor eng.blockSize P ≤ eng.kvBlocks)
     (hkept : rq.kept = P) (hcomp : rq.computed = 0) (hown : ∀ e ∈ m.cache, e.sid ≠ rq.sid) (hP : 0 < P) :
@@ -234,12 +239,10 @@ theorem plan_mix_arrive (eng : Engine) (c bW P : Nat) (m : Machine) (rq : Req) (
       ∀ Q : Nat → Prop, (∀ e ∈ m.cache, Q e.sid) → ∀ e ∈ (plan eng c m [rq]).cache, Q e.sid := by
   have hex : ∀ d, excluded (phaseOf eng m.running) d = false := fun d => excluded_none eng hph _ d
   have hub := usedBlocks_serveL c eng.blockSize bW m.running hL
-  have htok := batchTokens_serveL c eng.blockSize hc m.running
-  rw [Nat.succ_mul] at hb
   obtain ⟨i1, i2, i3, i4, i5, i7, i6⟩ := serve_list eng (phaseOf eng m.running) c bW hc hex (clearSched m.running)
     ⟨eng.budget, c, [], clearSched m.running, [rq], m.cache, m.relSeq, 0, false⟩ (resCount m.running + 1) rfl
     (by rw [resCount_clearSched']; omega) rfl (clearSched_fits _ _ _ _ hL)
-    (by rw [resCount_clearSched']; show resCount m.running * c ≤ eng.budget; omega) rfl
+    (by rw [serveL_clearSched]; show batchTokens (serveL c eng.blockSize m.running) ≤ eng.budget; omega) rfl
     (by simp only [usedBlocks, resCount_clearSched', Nat.zero_add]; omega)
   unfold plan
   dsimp only
@@ -449,6 +452,42 @@ theorem chain_step (bs c n P D g now : Nat) (hn : P ≤ c * n) : ∀ {x : Nat} {
       · obtain ⟨q, hq, e⟩ := i3 y hy
         exact ⟨q, List.mem_cons_of_mem _ hq, e⟩
 
+/-! ## The prefills among the residents -/
+
+def prefills : List Res → Nat
+  | [] => 0
+  | r :: rs => (if r.decoding = true then 0 else 1) + prefills rs
+
+theorem prefills_le : ∀ (L : List Res), prefills L ≤ resCount L
+  | [] => Nat.le_refl _
+  | r :: rs => by
+    have := prefills_le rs
+    simp only [prefills, resCount]
+    split <;> omega
+
+/-- The residents' demand: one token a decode, at most `c` a prefill. -/
+theorem tokens_prefills (c bs : Nat) : ∀ (L : List Res),
+    batchTokens (serveL c bs L) + prefills L ≤ prefills L * c + resCount L
+  | [] => by simp [serveL, batchTokens, prefills, resCount]
+  | r :: rs => by
+    have ih := tokens_prefills c bs rs
+    simp only [serveL, batchTokens, prefills, resCount]
+    by_cases hd : r.decoding = true
+    · have h1 : (serveOne c bs r).sched = 1 := by show dem c r = 1; unfold dem; rw [if_pos hd]
+      rw [h1, if_pos hd, Nat.zero_add]
+      omega
+    · have h1 : (serveOne c bs r).sched = min c r.remaining := by show dem c r = _; unfold dem; rw [if_neg hd]
+      rw [h1, if_neg hd, Nat.add_mul, Nat.one_mul]
+      omega
+
+/-- The budget a chain's demand needs: `p` prefills of at most `c` and decodes of one, `p ≤ J`, at most
+`K` residents, within `J · c + (K - J)`. -/
+theorem budget_arith {p k J K c t : Nat} (hc : 0 < c) (hp : p ≤ J) (hk : k ≤ K) (ht : t + p ≤ p * c + k) :
+    t ≤ J * c + (K - J) := by
+  have h1 : (J - p) * c + p * c = J * c := by rw [← Nat.add_mul, Nat.sub_add_cancel hp]
+  have h2 : J - p ≤ (J - p) * c := Nat.le_mul_of_pos_right _ hc
+  omega
+
 /-! ## The bounds at an arrival -/
 
 /-- The most a resident of age `t` has left: a prefill cut in chunks of `c` since its arrival,
@@ -537,6 +576,27 @@ theorem chain_count (bs c n P D g now : Nat) (hn : P ≤ c * n) : ∀ {x : Nat} 
     right
     simp only [resCount, Nat.succ_mul]
     omega
+
+/-- At most so many prefills: their arrivals `g` apart, each within its `n` chunks. -/
+theorem chain_prefills (bs c n P D g now : Nat) (hn : P ≤ c * n) : ∀ {x : Nat} {L : List Res} {z : Nat},
+    Chain (Ok bs c n P D now) g now x L z → prefills L = 0 ∨ prefills L * g + now < z + n
+  | _, [], _, _ => Or.inl rfl
+  | _, r :: rs, _, ⟨a, _, _, h3, h4⟩ => by
+    have ih := chain_prefills bs c n P D g now hn h4
+    have hlen := chain_len h4
+    have hm := Nat.mul_le_mul_right g (prefills_le rs)
+    by_cases hd : r.decoding = true
+    · have e : prefills (r :: rs) = prefills rs := by simp [prefills, hd]
+      rw [e]; exact ih
+    · have e : prefills (r :: rs) = prefills rs + 1 := by simp only [prefills]; rw [if_neg hd]; omega
+      have hlt : now < a + n := by
+        rcases h3.2 with ⟨⟨_, hrem, _⟩, hc'⟩ | ⟨⟨hd', _⟩, _⟩
+        · have h2 : c * now + 1 ≤ c * (a + n) := by rw [Nat.mul_add]; omega
+          exact lt_of_mul (B := c) (c := 1) (by omega) h2
+        · exact absurd hd' hd
+      right
+      rw [e, Nat.succ_mul]
+      omega
 
 end BacklogChunk
 
