@@ -35,6 +35,8 @@ public import Serq.Backlog
 public import Serq.BacklogDecode
 public import Serq.BacklogManyStep
 public import Serq.BacklogMany
+public import Serq.BacklogChunkStep
+public import Serq.BacklogChunk
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

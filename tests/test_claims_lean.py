@@ -30,7 +30,7 @@ def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
                                           "rad.sq", "bari_rate.sq", "dai_backlog.sq", "dai_backlog_decode.sq",
-                                          "dai_backlog_many.sq", "svf.sq"}
+                                          "dai_backlog_many.sq", "dai_backlog_chunked.sq", "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -381,6 +381,77 @@ def test_dai_backlog_many_family_and_proof():
     proved = (PAPERS / "ClaimsProved.lean").read_text()
     assert "theorem dai_bounded_backlog_many : Papers.Claims.DaiBacklogMany." + st.ident in proved
     assert "theorem dai_bounded_backlog_many_exact : Papers.Claims.DaiBacklogMany." + exact.ident in proved
+
+
+# --- dai_backlog_chunked.sq: the bounded backlog with prompts cut in chunks of 4 (Serq.backlog_chunk) ---
+
+DAI_CHUNKED = PAPERS / "dai_backlog_chunked.sq"
+
+
+@pytest.mark.parametrize("sessions, slowest", [("1", 5.0), ("7", 8.0), ("60", 8.0)])
+def test_dai_backlog_chunked_holds_on_the_simulated_path(sessions, slowest):
+    # a 14-token prompt with 5 output tokens every 2 steps, budget 16, chunk cap 4: a request alone takes
+    # its whole prompt (the cap applies to more than one request) and is answered 5 after it arrives; beside
+    # others its prompt is cut in 4 chunks (4 + 4 + 4 + 2) and its four decodes follow, answered 8 after
+    # (n + D - 1 = 8 = K * g), with up to four requests in flight: arrived * 18 <= served + 4 * 18
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_CHUNKED), "--arrivals", sessions,
+                          "--json"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [
+        ("bounded_backlog", "holds"), ("bounded_backlog_exact", "holds")]
+    got = report["client"]["response"]
+    assert (got["count"], got["min"], got["max"]) == (int(sessions), 5.0, slowest)
+
+
+def test_dai_backlog_chunked_exact_constant_is_met(tmp_path):
+    # the exact constant W + bound(2) + bound(4) + bound(6) = 18 + 10 + 4 + 2 = 34 is met with equality at
+    # time 10 (iteration 8): one token less fails there
+    variant = _variant(DAI_CHUNKED, tmp_path, "(n + D - 1 - 3 * g));", "(n + D - 1 - 3 * g) - 1);")
+    claims = _run_json(variant, "--arrivals", "20")
+    failed = claims["bounded_backlog_exact"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 10.0, 8)
+    assert claims["bounded_backlog"]["result"] == "holds"
+
+
+def test_dai_backlog_chunked_fails_when_more_requests_are_in_flight(tmp_path):
+    # a gap of 1: the life n + D - 1 = 8 > K * g = 4 and the arrivals (18 tokens a step) outrun the budget
+    # (16): the first claim fails at time 8 (iteration 7), the exact one at time 4 (iteration 3)
+    claims = _run_json(_variant(DAI_CHUNKED, tmp_path, "let g = 2;", "let g = 1;"), "--arrivals", "40")
+    assert [(c["result"], c["time"], c["iteration"]) for c in claims.values()] == [
+        ("fails", 8.0, 7), ("fails", 4.0, 3)]
+
+
+def test_dai_backlog_chunked_fails_when_a_prompt_takes_too_many_chunks(tmp_path):
+    # a chunk cap of 3: a prompt takes n = 5 iterations beside others, a life of 9 > K * g = 8 (the
+    # hypothesis n + D - 1 <= K * g; the budget still holds K chunks): requests pile up, the first claim
+    # fails at time 44 (iteration 42), the exact one at time 10 (iteration 8)
+    claims = _run_json(_variant(DAI_CHUNKED, tmp_path, "let C = 4; ", "let C = 3; "), "--arrivals", "40")
+    assert [(c["result"], c["time"], c["iteration"]) for c in claims.values()] == [
+        ("fails", 44.0, 42), ("fails", 10.0, 8)]
+
+
+def test_dai_backlog_chunked_holds_with_the_prefix_cache_on(tmp_path):
+    # Serq.backlog_chunk allows a prefix cache (one turn per session: an admission reuses nothing)
+    claims = _run_json(_variant(DAI_CHUNKED, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
+    assert (claims["bounded_backlog"]["result"], claims["bounded_backlog_exact"]["result"]) == ("holds", "holds")
+
+
+def test_dai_backlog_chunked_family_and_proof():
+    module = claims_module(DAI_CHUNKED)
+    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 14 && "
+                                   "t.out == 5 && t.forced == false) s")
+    e = module.engine
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
+        16, 4, 64, 16, 4, False, False)
+    st, exact = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
+                       "((r.served : Int) + (72 : Int)))))")
+    assert exact.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
+                          "(((((r.served : Int) + (18 : Int)) + (10 : Int)) + (4 : Int)) + (2 : Int)))))")
+    proved = (PAPERS / "ClaimsProved.lean").read_text()
+    assert "theorem dai_bounded_backlog_chunked : Papers.Claims.DaiBacklogChunked." + st.ident in proved
+    assert "theorem dai_bounded_backlog_chunked_exact :\n    Papers.Claims.DaiBacklogChunked." + exact.ident in proved
 
 
 def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):

@@ -20,6 +20,8 @@ public import Serq.BacklogDecode
 public import Papers.Claims.DaiBacklogDecode
 public import Serq.BacklogMany
 public import Papers.Claims.DaiBacklogMany
+public import Serq.BacklogChunk
+public import Papers.Claims.DaiBacklogChunked
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
@@ -322,6 +324,51 @@ theorem dai_bounded_backlog_many_exact : Papers.Claims.DaiBacklogMany.bounded_ba
     (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
     (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_many_renewal 0 ss hfam.2))) fuel r hr
   have ht : BacklogMany.tri (5 - 2) 2 (3 - 1) = 4 := by decide
+  rw [ht] at h
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The bounded backlog with prompts served in chunks (`dai_backlog_chunked.sq`) -/
+
+/-- Every workload of the family has the renewal arrivals with decodes: the `k`-th session (from 0)
+at step `(k + 1) · 2`, one turn of a 14-token prompt and 5 output tokens. -/
+theorem dai_backlog_chunked_renewal : ∀ (k : Nat) (ss : List Session),
+    everySession Papers.Claims.DaiBacklogChunked.sessionOk k ss = true → RenewalDecode 2 14 5 k ss
+  | _, [], _ => trivial
+  | k, s :: ss, h => by
+    simp only [everySession, Bool.and_eq_true] at h
+    obtain ⟨hs, hrest⟩ := h
+    simp only [Papers.Claims.DaiBacklogChunked.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, ⟨t, ht, hok.1.1.2, by omega⟩, dai_backlog_chunked_renewal (k + 1) ss hrest⟩
+
+/-- The bounded backlog with prompts cut in chunks of 4 for every workload of the family: the engine
+(budget 16, four request slots, 64 KV blocks of 16 tokens, mixed batching, chunk cap 4) meets
+`backlog_chunk`'s hypotheses with `g = 2`, `P = 14`, `D = 5`, `K = 4`, `n = 4` (`14 ≤ 4 · 4`,
+`4 + 4 ≤ 4 · 2`, `4 · 4 ≤ 16`, `4 ≤ 4`, `4 · 2 ≤ 64` blocks), so at every iteration
+`arrived · 18 ≤ served + 72` (lean/Serq/BacklogChunk.lean). -/
+theorem dai_bounded_backlog_chunked : Papers.Claims.DaiBacklogChunked.bounded_backlog_e922d2031091 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogChunked.family, Bool.and_eq_true] at hfam
+  have h := backlog_chunk Papers.Claims.DaiBacklogChunked.engine 2 14 5 4 4 ss (by decide) (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_chunked_renewal 0 ss hfam.2))) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-- The exact constant for every workload of the family: `backlog_chunk_tight` with `K = 4`,
+`W + bound 2 + bound 4 + bound 6 = 18 + 10 + 4 + 2 = 34` (`sumB 4 4 14 5 2 2 3 = 16`), so at every
+iteration `arrived · 18 ≤ served + 34`; `dai_backlog_chunked.sq`'s path meets it with equality at
+time 10. -/
+theorem dai_bounded_backlog_chunked_exact :
+    Papers.Claims.DaiBacklogChunked.bounded_backlog_exact_bf3ce4c15239 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogChunked.family, Bool.and_eq_true] at hfam
+  have h := backlog_chunk_tight Papers.Claims.DaiBacklogChunked.engine 2 14 5 4 4 ss (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_chunked_renewal 0 ss hfam.2))) fuel r hr
+  have ht : BacklogChunk.sumB Papers.Claims.DaiBacklogChunked.engine.chunk 4 14 5 2 2 (4 - 1) = 16 := by decide
   rw [ht] at h
   simp only [decide_eq_true_eq]
   omega
