@@ -830,6 +830,9 @@ def test_svf_simulation_shapes_and_steps_are_in_their_modules():
     for name in ("svf_serving_decode", "svf_serving_prefill", "svf_serving_last_decode", "svf_serving_last_pre",
                  "svf_ended_of_answer"):
         assert f"theorem {name} " in inv, name
+    admit = (papers / "SvfAdmit.lean").read_text()
+    for name in ("getWaiter_svfQueue", "removeWaiter_svfQueue", "svf_perm_admit", "svf_select_least"):
+        assert f"theorem {name} " in admit, name
 
 
 @pytest.mark.lean
