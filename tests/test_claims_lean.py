@@ -881,6 +881,31 @@ def test_svf_batches_to_40_are_decided_one_run_at_a_time():
         assert f"theorem {name} " in start, name
 
 
+def test_svf_simulation_shapes_and_steps_are_in_their_modules():
+    # issue 14, result 5, the open simulation: its shapes (A) serving and (B) ended, (A) at the loop's first step,
+    # the claim from (B), and the loop's steps proved so far (a decode with tokens left, a prefill's end with decodes)
+    papers = PAPERS / "Papers"
+    shape = (papers / "SvfShape.lean").read_text()
+    assert "structure SvfServing " in shape and "structure SvfEnded " in shape
+    for name in ("svf_first_serving", "svf_server_of_ended", "svf_ended_of_ended", "svf_queueing_of_ended",
+                 "map_svfDoneAt", "shortestFirst_of_least", "ShortestFirst.perm"):
+        assert f"theorem {name} " in shape, name
+    steps = "".join((papers / f).read_text()
+                    for f in ("SvfStep.lean", "SvfStepDecode.lean", "SvfStepPrefill.lean", "SvfStepAnswer.lean"))
+    for name in ("svf_loop_step", "svf_settle_idle", "svf_dueNow_next", "svf_fire_decode", "svf_fire_decode_last",
+                 "svf_fire_prefill_end", "svf_admitWaiting_full", "svf_serveIn_decode", "svf_restart_decode",
+                 "svf_step_decode", "svf_exec_decode", "svf_settle_prefill_end", "svf_step_prefill",
+                 "svf_exec_answer", "svf_step_last_ended", "svf_step_pre_one_ended"):
+        assert f"theorem {name} " in steps, name
+    inv = "".join((papers / f).read_text() for f in ("SvfInv.lean", "SvfInvEnd.lean"))
+    for name in ("svf_serving_decode", "svf_serving_prefill", "svf_serving_last_decode", "svf_serving_last_pre",
+                 "svf_ended_of_answer"):
+        assert f"theorem {name} " in inv, name
+    admit = (papers / "SvfAdmit.lean").read_text()
+    for name in ("getWaiter_svfQueue", "removeWaiter_svfQueue", "svf_perm_admit", "svf_select_least"):
+        assert f"theorem {name} " in admit, name
+
+
 @pytest.mark.lean
 def test_svfs_fifo_variant_is_refuted_in_lean_as_the_report_says(tmp_path):
     # the broken variant's own generated statement is false, decided by the kernel on its run (Σ latency 56)
