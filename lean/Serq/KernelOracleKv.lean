@@ -82,7 +82,8 @@ theorem vllm_request_requests (n : Nat) (times : List Nat) (rows : List (List (L
     ∀ th ∈ (runProgram { a_alone.program with
       sessions := n, arrivalTimes := times, traceRows := rows, traceNos := nos } fuel).threads,
       (th.inTurn = true → ∀ a ∈ th.answers, a.turn ≠ th.turns) ∧ th.answers.Pairwise (fun a b => a.turn ≠ b.turn) :=
-  runProgram_requests _ fuel ⟨Or.inl rfl⟩ (vllm_request_turnsOutside n times rows nos)
+  runProgram_requests { a_alone.program with sessions := n, arrivalTimes := times, traceRows := rows, traceNos := nos }
+    fuel ⟨Or.inl rfl⟩ (vllm_request_turnsOutside n times rows nos)
 
 /-- Every open turn is in exactly one place, waiting or running, and not answered, at the end of every run
 of the oracle program, which preempts, that ran to its end, for every trace with an arrival per session,
