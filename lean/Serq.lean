@@ -57,6 +57,7 @@ public import Serq.KernelFoundRun
 public import Serq.KernelSelect
 public import Serq.KernelSelectRun
 public import Serq.SptShortestFirst
+public import Serq.KernelRequestsPreempt
 public import Serq.KernelFoundPreempt
 
 /-! # serQ in Lean

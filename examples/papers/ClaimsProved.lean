@@ -489,11 +489,11 @@ theorem svf_kv_hypotheses (n : Nat) :
   exact Serq.Kernel.HoldsOnce.of_check _ h1
 
 /-- Request conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
-`Serq.Kernel.runProgram_requests` (lean/Serq/KernelRequests.lean): every session's thread is in at most
-one place (waiting in the `reqs` queue, running on the engine, or elsewhere: never two, never twice), its
-open turn is not answered, and no turn is answered twice. The hypotheses (`DistinctProgram`: no renewal
-beside a trace; `TurnsOutside`: no `turn` in the turn block, the server or a hold's body; `NoPreemption`)
-are checked on the program's value. -/
+`Serq.Kernel.runProgram_requests` (lean/Serq/KernelRequestsPreempt.lean): every session's thread is in at
+most one place (waiting in the `reqs` queue, running on the engine, or elsewhere: never two, never twice),
+its open turn is not answered, and no turn is answered twice. The hypotheses (`DistinctProgram`: no renewal
+beside a trace; `TurnsOutside`: no `turn` in the turn block, the server or a hold's body) are checked on the
+program's value. -/
 theorem svf_requests_every_run (n fuel : Nat) :
     (∀ t, (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).placed
       Papers.Claims.Svf.program.gap t ≤ 1) ∧
@@ -503,13 +503,12 @@ theorem svf_requests_every_run (n fuel : Nat) :
   have hc : (Papers.Claims.Svf.program.gap == 0 ||
       Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes == 0) = true := by
     decide +kernel
-  have hn : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   have ht : (Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.turnBlock &&
       Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.server &&
       Papers.Claims.Svf.program.allStmts Serq.Kernel.holdBodyTurnFree) = true := by
     decide +kernel
   exact Serq.Kernel.runProgram_requests _ fuel (Serq.Kernel.DistinctProgram.of_check _ hc)
-    (Serq.Kernel.TurnsOutside.of_check _ ht) (Serq.Kernel.NoPreemption.of_check _ hn)
+    (Serq.Kernel.TurnsOutside.of_check _ ht)
 
 /-- KV conservation for every fuel and any number of sessions of `svf.sq`'s program, an instance of
 `Serq.Kernel.runProgram_kv_conserved` (lean/Serq/KernelKvRun.lean): at the end of every run (and at every
@@ -529,8 +528,7 @@ instance of `Serq.Kernel.runProgram_placed_once` and `runProgram_open_turn_place
 failed), every session's thread with something left to run is in exactly one place (ready, a timer, the
 `reqs` queue, the engine's residents), and so is every open turn (submitted, neither answered nor refused),
 which is not answered. The hypotheses (`DistinctProgram`; `FoundProgram`: every statement names an existing
-pool and stage, no trace; for the open turn, no preemption and `TurnsOutside`) are decided on the program's
-value. -/
+pool and stage, no trace; for the open turn, `TurnsOutside`) are decided on the program's value. -/
 theorem svf_requests_placed_once (n fuel : Nat)
     (hfuel : (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).outOfFuel = false)
     (hfail : (Serq.Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).failed = false) :
@@ -546,7 +544,6 @@ theorem svf_requests_placed_once (n fuel : Nat)
   have hfit : Papers.Claims.Svf.program.allStmts (Serq.Kernel.fitsStmt (Serq.Kernel.countNats Papers.Claims.Svf.program.caps)
       (Serq.Kernel.countServices Papers.Claims.Svf.program.stages)) = true := by
     decide +kernel
-  have hn : Serq.Kernel.natsZero Papers.Claims.Svf.program.preemptModes = true := by decide +kernel
   have ha : Serq.Kernel.countNats Papers.Claims.Svf.program.arrivalTimes = 0 := by decide +kernel
   have ht : (Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.turnBlock &&
       Serq.Kernel.Stmt.allBlock Serq.Kernel.noTurn Papers.Claims.Svf.program.server &&
@@ -555,7 +552,7 @@ theorem svf_requests_placed_once (n fuel : Nat)
   have hd := Serq.Kernel.DistinctProgram.of_check { Papers.Claims.Svf.program with sessions := n } hc
   have hf := Serq.Kernel.FoundProgram.of_check { Papers.Claims.Svf.program with sessions := n } hfit (Or.inl ha)
   exact ⟨fun t hk => Serq.Kernel.runProgram_placed_once _ fuel hd hf hfuel hfail t hk,
-    fun t hin => (Serq.Kernel.runProgram_open_turn_placed _ fuel hd hf (Serq.Kernel.NoPreemption.of_check _ hn)
+    fun t hin => (Serq.Kernel.runProgram_open_turn_placed _ fuel hd hf
       (Serq.Kernel.TurnsOutside.of_check _ ht) hfuel hfail t hin).1⟩
 
 end Papers

@@ -2,6 +2,7 @@ module
 
 public import Serq.KernelFoundRun
 public import Serq.KernelKvRun
+public import Serq.KernelRequestsPreempt
 
 /-! # Request conservation's "in some place" half with preemption (issue 14, result 6)
 
@@ -24,8 +25,10 @@ With it the serving (`serveIn_kept`, `serveOrdered_kept`), the admissions (`admi
 at the end of every run that was not lost (`runProgram_found`), so, with `runProgram_placed`, exactly once
 (`runProgram_placed_once`), under `DistinctProgram` and `FoundProgram` (`Fits`, and a trace with an arrival
 per session), preemption included; and a session's open turn (submitted, not answered) is in exactly one
-place (`runProgram_open_turn_placed`, which still assumes `NoPreemption` for its turn half: the turn
-invariant, `runProgram_req`, does not follow the prefix of a continuation a preemption drops).
+place (`runProgram_open_turn_placed`, with `TurnsOutside` for its turn half, preemption included: the turn
+invariant with `RelInv`, `runProgram_reqP` of `Serq.KernelRequestsPreempt`, follows the prefix of a
+continuation a preemption drops; the former statement, with `NoPreemption`, is
+`runProgram_open_turn_placed_noPreemption`).
 -/
 @[expose] public section
 
@@ -573,15 +576,15 @@ theorem runProgram_placed_once (p : Program) (fuel : Nat) (hd : DistinctProgram 
     omega
 
 /-- Request conservation's turns (issue 14, result 6), both halves, for every run that ran to its end of
-every program with `DistinctProgram`, `FoundProgram` and `TurnsOutside`: a session's open turn (submitted,
-neither answered nor refused: `inTurn`) is in exactly one place, waiting (a pool's or a fifo stage's queue)
-or running (an engine's residents, a timer, ready), and is not answered. -/
+every program with `DistinctProgram`, `FoundProgram` and `TurnsOutside`, under every `preempt` mode: a
+session's open turn (submitted, neither answered nor refused: `inTurn`) is in exactly one place, waiting (a
+pool's or a fifo stage's queue) or running (an engine's residents, a timer, ready), and is not answered. -/
 theorem runProgram_open_turn_placed (p : Program) (fuel : Nat) (hd : DistinctProgram p) (hf : FoundProgram p)
-    (hpre : NoPreemption p) (hto : TurnsOutside p) (hfuel : (runProgram p fuel).outOfFuel = false) (hfail : (runProgram p fuel).failed = false)
+    (hto : TurnsOutside p) (hfuel : (runProgram p fuel).outOfFuel = false) (hfail : (runProgram p fuel).failed = false)
     (t : Nat) (hin : (getThread (runProgram p fuel).threads t).inTurn = true) :
     (runProgram p fuel).placed p.gap t = 1 ∧
       ∀ a ∈ (getThread (runProgram p fuel).threads t).answers, a.turn ≠ (getThread (runProgram p fuel).threads t).turns := by
-  have hok := getThread_turnOk _ t (runProgram_req p fuel hto hpre).1
+  have hok := getThread_turnOk _ t (runProgram_reqP p fuel hto).1.1
   have hk : (getThread (runProgram p fuel).threads t).k ≠ [] := by
     intro e
     have := hok.pending hin
@@ -589,5 +592,13 @@ theorem runProgram_open_turn_placed (p : Program) (fuel : Nat) (hd : DistinctPro
     simp [answerIn] at this
   exact ⟨runProgram_placed_once p fuel hd hf hfuel hfail t hk,
     fun a ha => Nat.ne_of_lt (hok.below (hok.pending hin) a ha)⟩
+
+/-- The statement before preemption was covered (`NoPreemption p` among its hypotheses), now a corollary. -/
+theorem runProgram_open_turn_placed_noPreemption (p : Program) (fuel : Nat) (hd : DistinctProgram p)
+    (hf : FoundProgram p) (_ : NoPreemption p) (hto : TurnsOutside p) (hfuel : (runProgram p fuel).outOfFuel = false)
+    (hfail : (runProgram p fuel).failed = false) (t : Nat) (hin : (getThread (runProgram p fuel).threads t).inTurn = true) :
+    (runProgram p fuel).placed p.gap t = 1 ∧
+      ∀ a ∈ (getThread (runProgram p fuel).threads t).answers, a.turn ≠ (getThread (runProgram p fuel).threads t).turns :=
+  runProgram_open_turn_placed p fuel hd hf hto hfuel hfail t hin
 
 end Serq.Kernel

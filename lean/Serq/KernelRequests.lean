@@ -34,15 +34,17 @@ by `TurnsOutside.of_check`): the turn block and the server have no `turn` at any
 the program has one. The invariant says of a thread's continuation (`FrontOk`): the frames before its
 turn's pending `Frame.answer` run no `turn`, a `Frame.submit` has its answer after it, there is at most
 one pending answer, and every block's holds have turn-free bodies; every waiting hold's body is turn-free
-(`WaitersOk`). The proof also uses that no growth preempts (`NoPreemption`, decided by
-`NoPreemption.of_check`): a preemption drops a prefix of a victim's continuation and requeues a hold,
-which the turn invariant does not follow yet. (`Placed`, the places' half, holds under preemption:
-`DistinctProgram` no longer excludes it.)
+(`WaitersOk`). This module keeps it through every function of the machine but a preemption (the engines'
+lemmas here take `NoPreemption`, decided by `NoPreemption.of_check`): a preemption drops a prefix of a
+victim's continuation and requeues a hold. `Serq.KernelRequestsPreempt` follows that too (the dropped
+prefix holds no pending answer nor submission: `RelOk`) and proves `runProgram_requests` without
+`NoPreemption`; the statement with it is `runProgram_requests_noPreemption` here. (`Placed`, the places'
+half, holds under preemption: `DistinctProgram` no longer excludes it.)
 
 What is proved here is "never two of them"; "every submitted turn is in one of them" (an open turn's
 thread is somewhere, not lost) is `Serq.KernelFoundPreempt`'s (`runProgram_found`, `runProgram_placed_once`,
-preemption included, and `runProgram_open_turn_placed`, which also needs `NoPreemption` for this module's
-turn invariant), for every run that ran to its end, under `FoundProgram`.
+preemption included, and `runProgram_open_turn_placed`, with `TurnsOutside` for the turn invariant), for
+every run that ran to its end, under `FoundProgram`.
 -/
 @[expose] public section
 
@@ -771,8 +773,9 @@ renewal gap beside a trace), `TurnsOutside` (no `turn` in the turn block, the se
 `NoPreemption`, at any fuel: every session's thread is in at most one place (ready, a timer, a fifo
 stage's queue, a pool's queue, an engine's residents: waiting or running, never both, never twice); a
 session's open turn (`inTurn`, numbered `turns`) is not answered; and no turn is answered twice. (A
-rejected turn is the last turn of an ended session, with no answer: see the module documentation.) -/
-theorem runProgram_requests (p : Program) (fuel : Nat) (hp : DistinctProgram p) (ht : TurnsOutside p)
+rejected turn is the last turn of an ended session, with no answer: see the module documentation.)
+`runProgram_requests` (`Serq.KernelRequestsPreempt`) is the same without `NoPreemption`. -/
+theorem runProgram_requests_noPreemption (p : Program) (fuel : Nat) (hp : DistinctProgram p) (ht : TurnsOutside p)
     (hpre : NoPreemption p) :
     (∀ t, (runProgram p fuel).placed p.gap t ≤ 1) ∧
     ∀ th ∈ (runProgram p fuel).threads,
