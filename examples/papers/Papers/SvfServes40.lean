@@ -1,6 +1,6 @@
 module
 
-public import Papers.SvfServes32
+public import Papers.SvfServes
 
 /-! # SVF: batches of 33 to 40 sessions decided, one run at a time (see `Papers.SvfServes`) -/
 

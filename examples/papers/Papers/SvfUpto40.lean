@@ -1,5 +1,6 @@
 module
 
+public import Papers.SvfServes32
 public import Papers.SvfServes40
 
 /-! # SVF (`svf.sq`): every batch of 0 to 40 sessions, decided
