@@ -857,18 +857,12 @@ def test_svf_every_batch_theorems_are_in_their_module():
         assert f"public import {module}\n" in serq, module
 
 
-def test_svf_batches_to_40_are_decided_one_run_at_a_time():
-    # issue 14, result 5: each batch of 17 to 40 sessions decided on its own run (a bounded ∀ over more than
-    # 16 runs in one theorem ran out of the WebAssembly heap), eight to a module, collected for every n < 41
+def test_svf_first_steps_are_proved_for_every_batch():
+    # issue 14, result 5: the run's first instant and first iteration for every n (batches of 17 to 40
+    # sessions were decided one run a theorem until 2026-12-06: ~10 minutes of CI's Lean build for a
+    # finite range, dropped; the open step is the invariant's induction, `svf_queueing_every`)
     papers = PAPERS / "Papers"
-    text = "".join((papers / f).read_text() for f in ("SvfServes.lean", "SvfServes32.lean", "SvfServes40.lean"))
-    for n in range(17, 41):
-        assert f"theorem svf_serves_{n} : svfServes {n} = true := by decide +kernel\n" in text, n
-    upto = (papers / "SvfUpto40.lean").read_text()
-    for name in ("svf_serves_17_40", "svf_attains_upto41", "svf_queueing_upto41", "svf_competitive_upto41",
-                 "svf_server_upto41"):
-        assert f"theorem {name} " in upto, name
-    assert "(hn : n < 41)" in upto
+    assert not any((papers / f).exists() for f in ("SvfServes.lean", "SvfUpto40.lean"))
     first = (papers / "SvfFirstInstant.lean").read_text()
     for name in ("svf_exec_arrival", "insertByCreation_svf", "svf_runReady_mid", "svf_first_settle",
                  "svf_first_settle_spec", "svf_first_admission"):

