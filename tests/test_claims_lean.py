@@ -363,9 +363,11 @@ def test_dai_backlog_many_fails_when_more_requests_are_in_flight(tmp_path):
     assert (exact["result"], exact["time"], exact["iteration"]) == ("fails", 4.0, 3)
 
 
-def test_dai_backlog_many_holds_with_the_prefix_cache_on(tmp_path):
-    # Serq.backlog_many allows a prefix cache (one turn per session: an admission reuses nothing)
-    claims = _run_json(_variant(DAI_MANY, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
+@pytest.mark.parametrize("name", ["dai_backlog_many.sq", "dai_backlog_chunked.sq"])
+def test_dai_backlog_holds_with_the_prefix_cache_on(tmp_path, name):
+    # Serq.backlog_many and Serq.backlog_chunk allow a prefix cache (one turn per session: an admission
+    # reuses nothing)
+    claims = _run_json(_variant(PAPERS / name, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
     assert (claims["bounded_backlog"]["result"], claims["bounded_backlog_exact"]["result"]) == ("holds", "holds")
 
 
@@ -429,12 +431,6 @@ def test_dai_backlog_chunked_fails_when_a_prompt_takes_too_many_chunks(tmp_path)
     claims = _run_json(_variant(DAI_CHUNKED, tmp_path, "let C = 4; ", "let C = 3; "), "--arrivals", "40")
     assert [(c["result"], c["time"], c["iteration"]) for c in claims.values()] == [
         ("fails", 44.0, 42), ("fails", 10.0, 8)]
-
-
-def test_dai_backlog_chunked_holds_with_the_prefix_cache_on(tmp_path):
-    # Serq.backlog_chunk allows a prefix cache (one turn per session: an admission reuses nothing)
-    claims = _run_json(_variant(DAI_CHUNKED, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
-    assert (claims["bounded_backlog"]["result"], claims["bounded_backlog_exact"]["result"]) == ("holds", "holds")
 
 
 def test_dai_backlog_chunked_family_and_proof():
