@@ -64,6 +64,12 @@ def test_interpreter_runs_generated_kernel_programs(case: KernelCase):
     COLLECTED.append((len(COLLECTED), case, observed))
 
 
+def test_a_generated_server_stays_within_the_block_depth_under_a_deep_turn():
+    """Seed 568654171 drew a server nested 5 deep run by a turn nested 4 deep: 9 levels, past the language's
+    8 (a server statement counts from its turn's depth); the generator drops what passes the limit."""
+    validate(kernel_case(random.Random(568654171)).program)
+
+
 @pytest.mark.lean
 def test_lean_agrees_on_generated_kernel_programs():
     if len(COLLECTED) < KERNEL_DRT_CASES:
@@ -465,12 +471,16 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine),
            "exclusive_admits_after_a_prefill": _by_patching(_exclusive_admits_after_a_prefill)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
-# cases per planted bug among the compiled lines: the search for them (the interpreter twice a seed, up to
-# thousands of seeds a bug) is done once a run and its cases shared with the kernel-checked batch
+# cases per planted bug among the compiled lines
 PLANTED_WANTED = 4
 # of which the kernel checks the first of each bug: every bug refuted by `decide +kernel` as well as by the
 # compiled driver, at ~7 s a case (all four a bug were ~12 minutes of CI's hour)
 PLANTED_KERNEL_CHECKED = 1
+# each bug's seeds: the first PLANTED_WANTED from 0 whose cases it changes, found by
+# `REFRESH` below (the search, the interpreter on up to thousands
+# of seeds a bug, took over a minute of every CI run; each run now checks that the seeds still do it)
+PLANTED_SEEDS_FILE = Path(__file__).with_name("planted_seeds.json")
+REFRESH = "PYTHONPATH=tests:tests/drt python3 tests/drt/test_kernel_drt.py --write-planted-seeds"
 
 
 def planted_record(bug: str, case: KernelCase, right: KernelObserved) -> KernelObserved | None:
@@ -490,21 +500,48 @@ def _seeded_run(seed: int) -> tuple[KernelCase, KernelObserved]:
     return case, observe_kernel(case)
 
 
-@functools.cache
-def _planted_cases(bug: str) -> list[tuple[int, KernelCase, KernelObserved]]:
-    """The first PLANTED_WANTED generated cases (seeds 0, 1, 2, ...) whose answers the planted bug changes.
-    Fixed seeds, not fresh random ones: whether a bug is exercised must not depend on the run.
-    (Cached: the kernel-checked batch and the compiled run read the same cases; neither mutates them.)"""
-    found: list[tuple[int, KernelCase, KernelObserved]] = []
+def search_planted_seeds(bug: str) -> list[int]:
+    """The first PLANTED_WANTED seeds (0, 1, 2, ...) whose generated cases the planted bug changes.
+    Fixed seeds, not fresh random ones: whether a bug is exercised must not depend on the run."""
+    found: list[int] = []
     for seed in range(PLANTED_SEARCH):
         case, right = _seeded_run(seed)
-        wrong = planted_record(bug, case, right)
-        if wrong is not None:
-            found.append((len(found), case, wrong))
+        if planted_record(bug, case, right) is not None:
+            found.append(seed)
             if len(found) == PLANTED_WANTED:
                 return found
     raise AssertionError(f"only {len(found)} of the first {PLANTED_SEARCH} generated cases exercise "
                          f"{bug}: the generator rarely reaches it")
+
+
+@functools.cache
+def _planted_seeds() -> dict[str, list[int]]:
+    return json.loads(PLANTED_SEEDS_FILE.read_text())
+
+
+@functools.cache
+def _planted_cases(bug: str) -> list[tuple[int, KernelCase, KernelObserved]]:
+    """The planted bug's cases, from its recorded seeds, each checked to be changed by the bug.
+    (Cached: the kernel-checked batch and the compiled run read the same cases; neither mutates them.)"""
+    seeds = _planted_seeds().get(bug)
+    if seeds is None:
+        raise AssertionError(f"{PLANTED_SEEDS_FILE.name} has no seeds for the planted bug {bug}: run `{REFRESH}`")
+    found: list[tuple[int, KernelCase, KernelObserved]] = []
+    for seed in seeds:
+        case, right = _seeded_run(seed)
+        wrong = planted_record(bug, case, right)
+        if wrong is None:
+            raise AssertionError(f"seed {seed}'s case no longer exercises the planted bug {bug} (the generator "
+                                 f"changed): run `{REFRESH}`")
+        found.append((len(found), case, wrong))
+    return found
+
+
+def test_every_planted_bug_has_its_seeds():
+    """The recorded seeds are the planted bugs', PLANTED_WANTED each (their cases are checked where used)."""
+    seeds = _planted_seeds()
+    assert sorted(seeds) == sorted(PLANTED), f"the planted bugs and {PLANTED_SEEDS_FILE.name} differ: run `{REFRESH}`"
+    assert all(len(s) == PLANTED_WANTED and len(set(s)) == PLANTED_WANTED for s in seeds.values())
 
 
 @pytest.mark.lean
@@ -681,3 +718,11 @@ def test_the_compiled_driver_declares_the_modules_own_definitions():
         for d in defs:
             assert d in text, d[:80]
     assert "theorem" not in text and "namespace Serq.KernelRun" in text
+
+
+if __name__ == "__main__":  # `--write-planted-seeds`: search every planted bug's seeds again (minutes)
+    if sys.argv[1:] != ["--write-planted-seeds"]:
+        raise SystemExit(f"usage: {REFRESH}")
+    rows = [f" {json.dumps(bug)}: {json.dumps(search_planted_seeds(bug))}" for bug in sorted(PLANTED)]
+    PLANTED_SEEDS_FILE.write_text("{\n" + ",\n".join(rows) + "\n}\n")  # (a line a bug)
+    print(f"wrote {PLANTED_SEEDS_FILE}")
