@@ -911,7 +911,7 @@ def test_svf_claim_is_proved_for_every_batch():
     assert "SvfServing n m' (served ++ [s]) (svfAt (w :: W) j) (svfVol (svfAt (w :: W) j) - 1) (svfErase (w :: W) j)" in inv
     run = (papers / "SvfRun.lean").read_text()
     for name in ("svf_serving_ends", "svf_run_zero", "svf_run_ended", "svf_queueing_every", "svf_queueing_claim_fuel",
-                 "svf_queueing_bound_every"):
+                 "svf_queueing_bound_every", "svf_attains_every", "svf_competitive_every"):
         assert f"theorem {name} " in run, name
     assert "∃ served', SvfEnded n (loop (svfP n) (f + μ + 12) m) served'" in run
     assert "theorem svf_run_ended (n fuel : Nat) (hf : 9 * n + 12 ≤ fuel) :" in run

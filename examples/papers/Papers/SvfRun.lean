@@ -18,7 +18,9 @@ at the loop's first step, the measure `Σ vol(1 … n−1) ≤ 5 · (n − 1)`),
 `9 · n + 12` ends the run in (B) (`svf_run_ended`; no session: the run is its initial machine,
 `svf_run_zero`), so the claim holds for every batch (`svf_queueing_every`), with the claim's own fuel
 (1000) for every batch of at most 109 sessions (`svf_queueing_claim_fuel`), and the bundled run of six is
-an instance (`svf_queueing_bound_every`).
+an instance (`svf_queueing_bound_every`). With it, for every batch, SVF attains Smith's bound
+(`svf_attains_every`: Σ latency = `prefix_total(vol)`) and the competitive ratio is 1
+(`svf_competitive_every`).
 -/
 
 @[expose] public section
@@ -144,6 +146,31 @@ theorem svf_queueing_claim_fuel (n : Nat) (hn : n ≤ 109) :
       ((2 : Int) * (((prefixTotal (Kernel.observedValues 0 m.threads) : Nat) : Int) -
         ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int))))) :=
   svf_queueing_every n Papers.Claims.Svf.fuel (by unfold Papers.Claims.Svf.fuel; omega)
+
+/-- **SVF attains Smith's bound, for every batch.** For every `n` and every fuel of at least `9 · n + 12`,
+the run ends on its own and its Σ latency is `prefix_total(vol)` (`svf_attains_upto` decided it for
+`n < 17` at the claim's fuel). -/
+theorem svf_attains_every (n fuel : Nat) (h : 9 * n + 12 ≤ fuel) :
+    (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).ended = true ∧
+    sumNat (Kernel.responses (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads) =
+      prefixTotal (Kernel.observedValues 0
+        (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads) := by
+  obtain ⟨served, hs⟩ := svf_run_ended n fuel h
+  obtain ⟨hsf, hresp⟩ := svf_server_of_ended n _ served hs
+  exact ⟨svf_ended_of_ended n _ served hs, (svf_bound_of_server n fuel (svfVols served) hsf hresp).1⟩
+
+/-- **The competitive ratio 1, for every batch.** For every `n` and every fuel of at least `9 · n + 12`,
+every one-at-a-time schedule of the run's observed volumes feasible at unit rate from time 0 has a total
+completion time at least the run's Σ latency (`spt_optimal`, through `svf_bound_of_server`). -/
+theorem svf_competitive_every (n fuel : Nat) (h : 9 * n + 12 ≤ fuel) (jobs : List (Nat × Nat))
+    (hsizes : (sizes jobs).Perm (Kernel.observedValues 0
+      (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads))
+    (rate : ∀ t, sumSizesDoneBy t jobs ≤ 1 * t) :
+    sumNat (Kernel.responses (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads) ≤
+      sumCompletions jobs := by
+  obtain ⟨served, hs⟩ := svf_run_ended n fuel h
+  obtain ⟨hsf, hresp⟩ := svf_server_of_ended n _ served hs
+  exact (svf_bound_of_server n fuel (svfVols served) hsf hresp).2.2 jobs hsizes rate
 
 /-- The bundled run (six sessions, the claim's fuel) as an instance of the claim for every batch: the
 generated claim `svf_queueing`, proved without evaluating the run. -/
