@@ -896,6 +896,33 @@ def test_svf_simulation_shapes_and_steps_are_in_their_modules():
         assert f"theorem {name} " in admit, name
 
 
+def test_svf_claim_is_proved_for_every_batch():
+    # issue 14, result 5, closed: the admission step at a symbolic index of the queue, the induction on
+    # k + Σ vol(W) from (A) to (B), and the claim for every n from the fuel bound alone
+    papers = PAPERS / "Papers"
+    step = (papers / "SvfAdmitStep.lean").read_text()
+    for name in ("admitWaiting_admit", "svf_admitWaiter", "svf_exec_admitted", "svf_admitOne", "svf_iterTail_admit",
+                 "svf_endTail_pre", "svf_settle_answer_waiting", "svf_admit_next", "svf_step_admit_decode",
+                 "svf_step_admit_pre"):
+        assert f"theorem {name} " in step, name
+    inv = (papers / "SvfInvAdmit.lean").read_text()
+    for name in ("svf_serving_of_admit", "svf_serving_admit", "svfLeastFirst_snoc", "sumNat_svfVols_erase"):
+        assert f"theorem {name} " in inv, name
+    assert "SvfServing n m' (served ++ [s]) (svfAt (w :: W) j) (svfVol (svfAt (w :: W) j) - 1) (svfErase (w :: W) j)" in inv
+    run = (papers / "SvfRun.lean").read_text()
+    for name in ("svf_serving_ends", "svf_run_zero", "svf_run_ended", "svf_queueing_every", "svf_queueing_claim_fuel",
+                 "svf_queueing_bound_every", "svf_attains_every", "svf_competitive_every"):
+        assert f"theorem {name} " in run, name
+    assert "∃ served', SvfEnded n (loop (svfP n) (f + μ + 12) m) served'" in run
+    assert "theorem svf_run_ended (n fuel : Nat) (hf : 9 * n + 12 ≤ fuel) :" in run
+    assert "theorem svf_queueing_every (n fuel : Nat) (h : 9 * n + 12 ≤ fuel) :" in run
+    assert "Kernel.AtEndOfRun { Papers.Claims.Svf.program with sessions := n } fuel (fun m =>" in run
+    assert "theorem svf_queueing_claim_fuel (n : Nat) (hn : n ≤ 109) :" in run
+    assert "theorem svf_queueing_bound_every : Papers.Claims.Svf.svf_queueing_ec8fae101205 :=" in run
+    shape = (papers / "SvfShape.lean").read_text()
+    assert "admSeq_pos : 0 < m.admSeq" in shape
+
+
 @pytest.mark.lean
 def test_svfs_fifo_variant_is_refuted_in_lean_as_the_report_says(tmp_path):
     # the broken variant's own generated statement is false, decided by the kernel on its run (Σ latency 56)

@@ -4,8 +4,8 @@ public import Papers.SvfInvEnd
 
 /-! # SVF (`svf.sq`): the queue at a symbolic index, toward the admission step
 
-The one step of the simulation not proved yet admits, after an answer, the hold `select` offers at a
-symbolic index `j` of the queue `svfQueue W`. This module has what that step reads of the queue at `j`:
+The simulation's admission step (`Papers.SvfAdmitStep`) admits, after an answer, the hold `select` offers
+at a symbolic index `j` of the queue `svfQueue W`. This module has what that step reads of the queue at `j`:
 the hold there is session `svfAt W j`'s (`getWaiter_svfQueue`), the queue without it is
 `svfQueue (svfErase W j)` (`removeWaiter_svfQueue`), the order's permutation moves it from `W` to the
 served (`svf_perm_admit`), and its volume is the least of `W`'s when `j` is the index `select` offers on

@@ -57,7 +57,7 @@ theorem svf_serving_decode (n f : Nat) (m : Kernel.Machine) (served : List Nat) 
   refine ⟨_, hstep, ?_⟩
   have hclock := h.clock
   refine ⟨h.perm, h.least, h.threads_length, h.answered, h.waiting, ?_, by omega, ?_, ⟨m.seq, rfl⟩, rfl, rfl,
-    h.stages, h.arrived, rfl, rfl⟩
+    h.stages, h.arrived, rfl, rfl, h.admSeq_pos⟩
   · refine ⟨adm, hadm, ?_, sv + 1, ⟨m.now + 1, 1, 0, 1, 1, 1, sv, m.arrived, 0, 0, 0⟩ :: recs, ?_⟩
     · show getThread m.threads s = _
       rw [hth, svfServingThread_decode s k adm (by omega)]

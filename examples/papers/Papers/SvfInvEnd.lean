@@ -12,8 +12,8 @@ The machine-level steps read on the shapes (`Papers.SvfServing`, `Papers.SvfEnde
   session's last token running (its last decode, or its prefill when its volume is 1), the run ends in
   (B), the session answered at `Σ vol(served) + vol s`, so `svf_queueing_of_ended` gives the claim.
 
-The one step not proved yet: (A) with sessions waiting and the last token running, where the engine
-admits the hold `select` offers (`svf_admits_least_volume`) at a symbolic index of a symbolic queue.
+The same step with sessions waiting, where the engine admits the hold `select` offers
+(`svf_admits_least_volume`) at a symbolic index of a symbolic queue, is `Papers.SvfInvAdmit`.
 -/
 
 @[expose] public section
@@ -128,7 +128,8 @@ theorem svf_serving_prefill (n f : Nat) (m : Kernel.Machine) (served : List Nat)
   have hlen := h.threads_length
   have hclock := h.clock
   have hsl : s < m.threads.length := by omega
-  refine ⟨h.perm, h.least, ?_, ?_, ?_, ?_, by omega, ?_, ⟨m.seq, rfl⟩, rfl, rfl, h.stages, h.arrived, rfl, rfl⟩
+  refine ⟨h.perm, h.least, ?_, ?_, ?_, ?_, by omega, ?_, ⟨m.seq, rfl⟩, rfl, rfl, h.stages, h.arrived, rfl, rfl,
+    h.admSeq_pos⟩
   · show (setThread m.threads s _).length = n
     rw [setThread_length, hlen]
   · intro t ht

@@ -23,8 +23,8 @@ after the settled first instant's end, session 0 served, nothing answered, sessi
 and the shape (B) gives `Papers.svf_bound_of_server`'s hypothesis (`svf_server_of_ended`: the observed
 volumes' shortest-first order is `served`'s volumes, and the responses are its completions from 0),
 hence the claim (`svf_queueing_of_ended`: the generated `AtEndOfRun` predicate of `svf.sq`'s claim, for
-a run whose final machine is (B)). What is left: that every `loop` step keeps (A) or reaches (B)
-(`docs/lean.md`, the steps), and a fuel bound.
+a run whose final machine is (B)). That every `loop` step keeps (A) or reaches (B), and the fuel bound,
+are the later modules' (`SvfInv`, `SvfInvEnd`, `SvfInvAdmit`; the induction `Papers.SvfRun`).
 -/
 
 @[expose] public section
@@ -105,6 +105,9 @@ structure SvfServing (n : Nat) (m : Kernel.Machine) (served : List Nat) (s k : N
   arrived : m.arrived = n
   outOfFuel : m.outOfFuel = false
   failed : m.failed = false
+  -- the next admission number is not 0, so the next admitted thread's number is its own (`exec`'s `step`
+  -- takes a new one for a thread numbered 0)
+  admSeq_pos : 0 < m.admSeq
 
 /-- **Shape (B), ended.** No timer, every session answered, in the order `served`. -/
 structure SvfEnded (n : Nat) (m : Kernel.Machine) (served : List Nat) : Prop where
@@ -170,7 +173,7 @@ theorem svfM2_serving (n : Nat) (ts : List Thread) (ws : List Waiter)
     have h := svfWaitings_length (n + 1)
     rw [hts] at h
     simpa using h
-  refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
+  refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
   · rw [range_succ_cons]
     exact List.Perm.refl _
   · refine ⟨fun y _ => ?_, trivial⟩
@@ -198,6 +201,8 @@ theorem svfM2_serving (n : Nat) (ts : List Thread) (ws : List Waiter)
   · rfl
   · rfl
   · rfl
+  · show 0 < 2
+    decide
 
 /-- **(A) at the loop's first step, for every batch.** For every batch of `n + 1` sessions and every fuel
 of at least 3 past the first instant's, the end of the settled first instant (the machine the event loop

@@ -10,9 +10,9 @@ the observe of its volume and the answer, at the clock `a`, and its session ends
 the prefill, `svf_exec_pre_one` first runs its `decode (0)`, which completes at once). With no session
 waiting the engine has no work and the instant ends as it is; no timer is left, so the event loop stops:
 `svf_step_last_ended` (from a last decode) and `svf_step_pre_one_ended` (from a prefill of volume 1) give
-the run's final machine, the session answered at `t + 1`. What is not proved yet is the same step with
-sessions waiting: the engine then admits the one `select` offers (a least volume), a symbolic index into a
-symbolic queue.
+the run's final machine, the session answered at `t + 1`. The same step with sessions waiting, where the
+engine then admits the one `select` offers (a least volume) at a symbolic index into a symbolic queue, is
+`Papers.SvfAdmitStep`'s.
 -/
 
 @[expose] public section
