@@ -841,13 +841,12 @@ def test_svfs_claim_is_stated_at_the_end_of_the_kernel_run():
 
 def test_svf_every_batch_theorems_are_in_their_module():
     # issue 14, result 5 beyond the bundled run: the admission (every run), the shortest-first server's
-    # bound (any sizes), the claim from the one open hypothesis, and the batches of 0 to 16 sessions decided
+    # bound (any sizes), the claim from the server hypothesis (proved for every batch in Papers.SvfRun)
     text = (PAPERS / "Papers" / "SvfEvery.lean").read_text()
     for name in ("svf_admits_least_volume", "svf_admits_first_least", "svf_headFree", "svf_shortest_first_bound",
-                 "svf_bound_of_server", "svf_attains_upto", "svf_queueing_upto", "svf_competitive_upto",
-                 "svf_server_upto"):
+                 "svf_bound_of_server"):
         assert f"theorem {name} " in text, name
-    assert "theorem svf_attains_upto : ∀ n, n < 17 → svfAttains n = true := by decide +kernel" in text
+    assert "svfAttains" not in text and "n < 17" not in text  # no batch decided run by run any more
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for module in ("Serq.KernelSelect", "Serq.KernelSelectRun", "Serq.SptShortestFirst"):
         assert f"public import {module}\n" in serq, module

@@ -16,11 +16,12 @@ by the kernel. The bound for every batch splits in three:
   total completion `prefix_total` of the sizes, whatever its ties, and so meets the claim's bound with
   `c = 2` and is optimal among the feasible schedules of the same sizes (`Serq.shortestFirst_total`,
   `Serq.shortestFirst_queueing`, `Serq.shortestFirst_optimal`, lean/Serq/SptShortestFirst.lean);
-* between them, open: that the kernel's run of this program is that server (one request at a time, no
-  idle iteration from 0, a request's response the sum of the volumes served before it and its own).
+* between them: that the kernel's run of this program is that server (one request at a time, no idle
+  iteration from 0, a request's response the sum of the volumes served before it and its own).
   `svf_bound_of_server` states the claim for every `n` and fuel from that one hypothesis (the run's
-  responses are, in some order, a shortest-first service's completions), and `svf_server_upto` decides
-  the hypothesis on every batch of at most 16 sessions.
+  responses are, in some order, a shortest-first service's completions); `Papers.SvfRun` proves it for
+  every batch (`svf_queueing_every`). (Batches of 0 to 16 sessions were decided here, run by run, until
+  the general proof made it ~80 s of CI's build for nothing more.)
 -/
 
 @[expose] public section
@@ -112,61 +113,5 @@ theorem svf_bound_of_server (n fuel : Nat) (order : List Nat)
   refine ⟨ht, ?_, fun jobs hs rate => spt_optimal _ _ ht jobs hs rate⟩
   rw [ht]
   exact Int.le_refl _
-
-/-! ### Batches of up to 16 sessions, decided -/
-
-/-- The run of `svf.sq`'s program with `n` sessions and the claims' fuel ended (no session live, no
-run-time error) and its total latency is `prefix_total` of its observed volumes. -/
-def svfAttains (n : Nat) : Bool :=
-  let m := Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel
-  m.ended && (sumNat (Kernel.responses m.threads) == prefixTotal (Kernel.observedValues 0 m.threads))
-
-/-- `svf_attains` for every batch of at most 16 sessions (volumes `1 + (3 · serial) % 5`), decided by
-the kernel on each run (the fuel of 1000 suffices for each). -/
-theorem svf_attains_upto : ∀ n, n < 17 → svfAttains n = true := by decide +kernel
-
-/-- The claim's bound (its generated predicate over the program with `n` sessions) for every batch of at
-most 16 sessions: the run ended, and `2 · (Σ latency − Σ vol) ≤ 2 · (prefix_total(vol) − Σ vol)`. -/
-theorem svf_queueing_upto (n : Nat) (hn : n < 17) :
-    Kernel.AtEndOfRun { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel (fun m =>
-      decide (((2 : Int) * (((sumNat (Kernel.responses m.threads) : Nat) : Int) -
-        ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int))) ≤
-      ((2 : Int) * (((prefixTotal (Kernel.observedValues 0 m.threads) : Nat) : Int) -
-        ((sumNat (Kernel.observedValues 0 m.threads) : Nat) : Int))))) := by
-  have h := svf_attains_upto n hn
-  simp only [svfAttains, Bool.and_eq_true, beq_iff_eq] at h
-  refine ⟨h.1, ?_⟩
-  simp only [h.2, decide_eq_true_eq]
-  exact Int.le_refl _
-
-/-- The competitive ratio 1 for every batch of at most 16 sessions: every feasible one-at-a-time schedule
-of the run's volumes has a total completion time at least the run's total latency (`Serq.spt_optimal`). -/
-theorem svf_competitive_upto (n : Nat) (hn : n < 17) (jobs : List (Nat × Nat))
-    (hsizes : (sizes jobs).Perm (Kernel.observedValues 0
-      (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel).threads))
-    (rate : ∀ t, sumSizesDoneBy t jobs ≤ 1 * t) :
-    sumNat (Kernel.responses
-      (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel).threads) ≤
-      sumCompletions jobs := by
-  have h := svf_attains_upto n hn
-  simp only [svfAttains, Bool.and_eq_true, beq_iff_eq] at h
-  exact spt_optimal _ _ h.2 jobs hsizes rate
-
-/-- `svf_bound_of_server`'s hypothesis holds on every batch of at most 16 sessions: the run's responses
-are, in some order, the completions of its volumes served in ascending order from time 0
-(`completionsFrom 0 (sortAsc vols)`, decided by the kernel), an order that is shortest first
-(`shortestFirst_sortAsc`). -/
-theorem svf_server_upto (n : Nat) (hn : n < 17) :
-    let m := Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel
-    ShortestFirst (Kernel.observedValues 0 m.threads) (sortAsc (Kernel.observedValues 0 m.threads)) ∧
-    (Kernel.responses m.threads).Perm (completionsFrom 0 (sortAsc (Kernel.observedValues 0 m.threads))) := by
-  intro m
-  have h : ∀ n, n < 17 →
-      (Kernel.responses (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n }
-        Papers.Claims.Svf.fuel).threads).Perm
-      (completionsFrom 0 (sortAsc (Kernel.observedValues 0
-        (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } Papers.Claims.Svf.fuel).threads))) := by
-    decide +kernel
-  exact ⟨shortestFirst_sortAsc _ _ (Nat.le_refl _), h n hn⟩
 
 end Papers

@@ -148,8 +148,7 @@ theorem svf_queueing_claim_fuel (n : Nat) (hn : n ≤ 109) :
   svf_queueing_every n Papers.Claims.Svf.fuel (by unfold Papers.Claims.Svf.fuel; omega)
 
 /-- **SVF attains Smith's bound, for every batch.** For every `n` and every fuel of at least `9 · n + 12`,
-the run ends on its own and its Σ latency is `prefix_total(vol)` (`svf_attains_upto` decided it for
-`n < 17` at the claim's fuel). -/
+the run ends on its own and its Σ latency is `prefix_total(vol)`. -/
 theorem svf_attains_every (n fuel : Nat) (h : 9 * n + 12 ≤ fuel) :
     (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).ended = true ∧
     sumNat (Kernel.responses (Kernel.runProgram { Papers.Claims.Svf.program with sessions := n } fuel).threads) =
