@@ -43,7 +43,7 @@ def svfPreM (t sq q s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List St
    [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false⟩
 
 /-- The machine once the prefill ended at `t + 1`: the thread ready, the engine idle without resident. -/
-def svfPreEnd (t sq s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
+def svfPreEnd (t sq s _adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [s], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
    [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false⟩
