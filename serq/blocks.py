@@ -11,11 +11,19 @@ from typing import Iterator
 BLOCK_FIELDS = ("body", "then", "otherwise")
 
 
+def inner_blocks(s) -> list[tuple[str, list]]:
+    """A statement's inner blocks, (field name, statements) in BLOCK_FIELDS' order; none for a simple one."""
+    out = []
+    for name in BLOCK_FIELDS:
+        inner = getattr(s, name, None)
+        if isinstance(inner, list):
+            out.append((name, inner))
+    return out
+
+
 def walk_stmts(body: list) -> Iterator:
     """Every statement of a block, nested blocks included, in order."""
     for s in body:
         yield s
-        for name in BLOCK_FIELDS:
-            inner = getattr(s, name, None)
-            if isinstance(inner, list):
-                yield from walk_stmts(inner)
+        for _, inner in inner_blocks(s):
+            yield from walk_stmts(inner)

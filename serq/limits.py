@@ -12,6 +12,7 @@ out, and the IR checker (`check_ir_depths`, iteratively) on any IR, written by `
 
 from __future__ import annotations
 
+from serq.blocks import inner_blocks
 from serq.errors import SerqError
 
 # An expression nests at most this deep: every operator, call, draw, aggregate, index and
@@ -71,8 +72,7 @@ def check_ir_depths(program, where=None) -> None:
                 sloc = getattr(s, "at", None) or loc
                 if isinstance(s, ir.TurnStmt) and on_turn is not None:
                     on_turn(depth)
-                inner = [(name, getattr(s, name, None)) for name in ("body", "then", "otherwise")]
-                inner = [(name, v) for name, v in inner if isinstance(v, list)]
+                inner = inner_blocks(s)
                 if inner and depth + 1 > BLOCK_DEPTH:  # a block statement is a level, its arms empty or not
                     fail(f"nesting deeper than {BLOCK_DEPTH}: blocks nest at most {BLOCK_DEPTH} deep"
                          " (docs/language.md, Limits)", f"{here}.{inner[0][0]}", sloc)

@@ -54,6 +54,7 @@ from hypothesis import strategies as st
 from serq.ir import models as ir
 from serq.ir.to_source import linked_attributes
 from serq.leangen.kernel_drt import KernelCase, write_trace
+from serq.blocks import inner_blocks
 from serq.limits import BLOCK_DEPTH
 
 BUILTINS = ["cached", "computed", "serial", "turn_no"]
@@ -261,20 +262,17 @@ def _within_block_depth(program: ir.Program) -> None:
         for s in stmts:
             if isinstance(s, ir.TurnStmt):
                 deepest = max(deepest, depth)
-            for name in ("body", "then", "otherwise"):
-                inner = getattr(s, name, None)
-                if isinstance(inner, list):
-                    deepest = max(deepest, deepest_turn(inner, depth + 1))
+            for _, inner in inner_blocks(s):
+                deepest = max(deepest, deepest_turn(inner, depth + 1))
         return deepest
 
     def trim(stmts: list, depth: int) -> None:
         kept = []
         for s in stmts:
-            inner = [getattr(s, name) for name in ("body", "then", "otherwise")
-                     if isinstance(getattr(s, name, None), list)]
+            inner = inner_blocks(s)
             if inner and depth + 1 > BLOCK_DEPTH:
                 continue
-            for block in inner:
+            for _, block in inner:
                 trim(block, depth + 1)
             kept.append(s)
         stmts[:] = kept

@@ -476,9 +476,9 @@ PLANTED_WANTED = 4
 # of which the kernel checks the first of each bug: every bug refuted by `decide +kernel` as well as by the
 # compiled driver, at ~7 s a case (all four a bug were ~12 minutes of CI's hour)
 PLANTED_KERNEL_CHECKED = 1
-# each bug's seeds: the first PLANTED_WANTED from 0 whose cases it changes, found by
-# `REFRESH` below (the search, the interpreter on up to thousands
-# of seeds a bug, took over a minute of every CI run; each run now checks that the seeds still do it)
+# each bug's seeds: the first PLANTED_WANTED from 0 whose cases it changes, found by `REFRESH` (the search,
+# the interpreter on up to thousands of seeds a bug, took over a minute of every CI run; each run now checks
+# that the recorded seeds still do it)
 PLANTED_SEEDS_FILE = Path(__file__).with_name("planted_seeds.json")
 REFRESH = "PYTHONPATH=tests:tests/drt python3 tests/drt/test_kernel_drt.py --write-planted-seeds"
 
@@ -494,8 +494,8 @@ def planted_record(bug: str, case: KernelCase, right: KernelObserved) -> KernelO
 
 @functools.cache
 def _seeded_run(seed: int) -> tuple[KernelCase, KernelObserved]:
-    """Seed's generated case and what the interpreter records of it, shared by every planted bug's search
-    (each bug then runs only its own interpreter on it)."""
+    """Seed's generated case and what the interpreter records of it, shared by every planted bug that
+    reads the seed (each bug then runs only its own interpreter on it)."""
     case = kernel_case(random.Random(seed))
     return case, observe_kernel(case)
 
