@@ -41,6 +41,7 @@ public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock
 public import Serq.DriftPaths
+public import Serq.DriftPathsMachine
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
