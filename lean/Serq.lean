@@ -42,6 +42,7 @@ public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock
 public import Serq.DriftPaths
 public import Serq.DriftPathsMachine
+public import Serq.DriftPathsLaw
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
