@@ -43,6 +43,7 @@ public import Serq.DriftMachineClock
 public import Serq.DriftPaths
 public import Serq.DriftPathsMachine
 public import Serq.DriftPathsLaw
+public import Serq.DriftPathsHit
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
