@@ -22,7 +22,8 @@ drawn from the finite-support `arrivals`, a list of (weight, count) pairs over t
   pathwise backlog at `t` driven by the path's counts (`pathAt p i = a_i`), pushed forward by the path
   weights, is the chain's `t`-step law from backlog 0 (both scaled by `den ^ t`).
 
-`Serq.DriftPathsMachine` carries the law to the machine.
+`Serq.DriftPathsMachine` and `Serq.DriftPathsLaw` carry the law to the machine; `Serq.DriftPathsHit`
+the truncated hitting and return times (`hit`, `ret`).
 -/
 
 @[expose] public section
