@@ -1,7 +1,7 @@
 """Differential testing: the Python interpreter against the Lean model, on generated programs
 of the fragment and their workloads (Cedar-style: the Lean model is the specification).
 
-`test_interpreter_runs_generated_cases` runs DRT_CASES generated cases (400 by default, at ~0.5 s a
+`test_interpreter_runs_generated_cases` runs DRT_CASES generated cases (200 by default, at ~0.7 s a
 case in Lean; `SERQ_DRT_CASES=5000` for more) through the interpreter; `test_lean_agrees` checks every
 one in Lean, in batches, and on a divergence shrinks it and writes a rerunnable program.
 `test_planted_bug_is_caught` shows the suite catches a requeue at the tail, and a
@@ -23,7 +23,7 @@ from serq.leangen.drt import Case, check_in_lean, observe, shrink, shrink_candid
 from serq.leangen.fragment import engine_program
 from strategies import cases
 
-DRT_CASES = int(os.environ.get("SERQ_DRT_CASES", "400"))
+DRT_CASES = int(os.environ.get("SERQ_DRT_CASES", "200"))
 COLLECTED: list[tuple[int, Case, object]] = []
 FAILURES = REPO / "drt-failures"
 
