@@ -37,6 +37,7 @@ public import Serq.BacklogManyStep
 public import Serq.BacklogMany
 public import Serq.BacklogChunkStep
 public import Serq.BacklogChunk
+public import Serq.BacklogPhasedStep
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock
