@@ -38,6 +38,7 @@ public import Serq.BacklogMany
 public import Serq.BacklogChunkStep
 public import Serq.BacklogChunk
 public import Serq.BacklogPhasedStep
+public import Serq.BacklogPhased
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock
