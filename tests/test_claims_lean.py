@@ -30,7 +30,8 @@ def test_there_are_paper_programs_and_each_claims_something():
     programs = paper_programs(REPO)
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
                                           "rad.sq", "bari_rate.sq", "dai_backlog.sq", "dai_backlog_decode.sq",
-                                          "dai_backlog_many.sq", "dai_backlog_chunked.sq", "svf.sq"}
+                                          "dai_backlog_many.sq", "dai_backlog_chunked.sq", "dai_backlog_phased.sq",
+                                          "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -448,6 +449,64 @@ def test_dai_backlog_chunked_family_and_proof():
     proved = (PAPERS / "ClaimsProved.lean").read_text()
     assert "theorem dai_bounded_backlog_chunked : Papers.Claims.DaiBacklogChunked." + st.ident in proved
     assert "theorem dai_bounded_backlog_chunked_exact :\n    Papers.Claims.DaiBacklogChunked." + exact.ident in proved
+
+
+# --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
+
+DAI_PHASED = PAPERS / "dai_backlog_phased.sq"
+
+
+@pytest.mark.parametrize("sessions, slowest", [("1", 4.0), ("7", 6.0), ("60", 6.0)])
+def test_dai_backlog_phased_holds_on_the_simulated_path(sessions, slowest):
+    # an 8-token prompt with 4 output tokens every 2 steps, budget 16, phases separated: a request alone
+    # is prefilled at its arrival and decodes 3 iterations (answered 4 after it arrives); one arriving
+    # while others decode waits for their last decode and is prefilled beside the next arrival (at most
+    # J = 2 prompts an iteration), answered up to 6 after: arrived * 11 <= served + 2 * 11 + 2 * 3
+    out = subprocess.run([sys.executable, "-m", "serq.cli", "run", str(DAI_PHASED), "--arrivals", sessions,
+                          "--json"], capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert [(c["name"], c["result"]) for c in report["claims"]] == [("bounded_backlog", "holds")]
+    got = report["client"]["response"]
+    assert (got["count"], got["min"], got["max"]) == (int(sessions), 4.0, slowest)
+
+
+def test_dai_backlog_phased_path_stays_below_the_constant(tmp_path):
+    # the constant J * W + J * (D - 1) = 28 is not exact: the path's largest backlog is J * W = 22 (two
+    # prompts waiting at time 6, iteration 4), so a constant of 21 fails there and 22 holds
+    for constant, result in [("21", ("fails", 6.0, 4)), ("22", ("holds", None, None))]:
+        variant = _variant(DAI_PHASED, tmp_path, "(arrived * W <= served + J * W + J * (D - 1));",
+                           f"(arrived * W <= served + {constant});")
+        got = _run_json(variant, "--arrivals", "40")["bounded_backlog"]
+        assert (got["result"], got.get("time"), got.get("iteration")) == result
+
+
+def test_dai_backlog_phased_fails_when_the_arrivals_outrun_the_phases(tmp_path):
+    # the broken variant: a gap of 1 (D = 4 > J * g = 2). Session 0 (at 1) is prefilled alone at time 1
+    # (8 tokens) and decodes at 2, 3, 4 while sessions 1, 2, 3 wait; at time 4 arrived * 11 = 44 >
+    # served + 28 = 10 + 28
+    failed = _run_json(_variant(DAI_PHASED, tmp_path, "let g = 2;", "let g = 1;"), "--arrivals", "40")["bounded_backlog"]
+    assert (failed["result"], failed["time"], failed["iteration"]) == ("fails", 4.0, 3)
+
+
+def test_dai_backlog_phased_holds_with_the_prefix_cache_on(tmp_path):
+    # Serq.backlog_phased allows a prefix cache (one turn per session: an admission reuses nothing)
+    claims = _run_json(_variant(DAI_PHASED, tmp_path, "let caching = 0;", "let caching = 1;"), "--arrivals", "40")
+    assert claims["bounded_backlog"]["result"] == "holds"
+
+
+def test_dai_backlog_phased_family_and_proof():
+    module = claims_module(DAI_PHASED)
+    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 8 && "
+                                   "t.out == 4 && t.forced == false) s")
+    e = module.engine
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
+        16, 4, 64, 16, 0, False, True)
+    (st,) = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (11 : Int)) ≤ "
+                       "(((r.served : Int) + (22 : Int)) + (6 : Int)))))")
+    proved = (PAPERS / "ClaimsProved.lean").read_text()
+    assert "theorem dai_bounded_backlog_phased : Papers.Claims.DaiBacklogPhased." + st.ident in proved
 
 
 def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):
