@@ -435,13 +435,19 @@ def test_dai_backlog_chunked_fails_when_a_prompt_takes_too_many_chunks(tmp_path)
         ("fails", 44.0, 42), ("fails", 10.0, 8)]
 
 
-def test_dai_backlog_chunked_family_and_proof():
-    module = claims_module(DAI_CHUNKED)
-    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 14 && "
-                                   "t.out == 5 && t.forced == false) s")
+def _renewal_family(program: Path, gap: int, new: int, out: int, engine: tuple):
+    """The claims module of `program`: its family the renewal with `gap`, one turn of `new` prompt and
+    `out` output tokens; its engine (budget, slots, blocks, block size, chunk, caching, phased) `engine`."""
+    module = claims_module(program)
+    assert module.session_test == (f"s.arrive == (k + 1) * {gap} && singleTurn (fun t => t.think == 0 && "
+                                   f"t.new == {new} && t.out == {out} && t.forced == false) s")
     e = module.engine
-    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
-        16, 4, 64, 16, 4, False, False)
+    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == engine
+    return module
+
+
+def test_dai_backlog_chunked_family_and_proof():
+    module = _renewal_family(DAI_CHUNKED, 2, 14, 5, (16, 4, 64, 16, 4, False, False))
     st, exact = module.statements
     assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (18 : Int)) ≤ "
                        "((r.served : Int) + (72 : Int)))))")
@@ -504,12 +510,7 @@ end {module.namespace}"""))
 
 
 def test_dai_backlog_phased_family_and_proof():
-    module = claims_module(DAI_PHASED)
-    assert module.session_test == ("s.arrive == (k + 1) * 2 && singleTurn (fun t => t.think == 0 && t.new == 8 && "
-                                   "t.out == 4 && t.forced == false) s")
-    e = module.engine
-    assert (e.budget, e.reqs_cap, e.kv_blocks, e.block_size, e.chunk, e.caching, e.phased) == (
-        16, 4, 64, 16, 0, False, True)
+    module = _renewal_family(DAI_PHASED, 2, 8, 4, (16, 4, 64, 16, 0, False, True))
     (st,) = module.statements
     assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (11 : Int)) ≤ "
                        "(((r.served : Int) + (22 : Int)) + (6 : Int)))))")
