@@ -143,4 +143,31 @@ theorem backlog_phased_loose (eng : Engine) (g P D J : Nat) (ss : List Session)
   have h2 : 2 * J * (P + (D - 1)) = J * (P + (D - 1)) + J * (P + (D - 1)) := by rw [Nat.mul_assoc, Nat.two_mul]
   omega
 
+/-- What `backlog_phased` proves on the way: at every machine of every run nothing waits in the queue,
+at most `2 · J` requests are resident (at most `J` decoding, at most `J` waiting for the next prefill
+iteration) and they hold at most `2 · J` requests' blocks — so the request cap (`2 · J ≤ reqsCap`) and
+the KV pool (`2 · J · blocksFor blockSize W ≤ kvBlocks`) never bind. -/
+theorem backlog_phased_in_flight (eng : Engine) (g P D J : Nat) (ss : List Session)
+    (hph : eng.phased = true) (hch : eng.chunk = 0 ∨ P ≤ eng.chunk) (hP : 0 < P) (hD : 0 < D) (hg : 0 < g)
+    (hJ : D ≤ J * g) (hB : J * P ≤ eng.budget) (hB' : J < eng.budget) (hcap : 2 * J ≤ eng.reqsCap)
+    (hfits : 2 * J * blocksFor eng.blockSize (P + (D - 1)) ≤ eng.kvBlocks) (hw : GappedDecode g P D 0 ss)
+    (fuel : Nat) :
+    (run eng ss fuel (init ss)).waiting = [] ∧ resCount (run eng ss fuel (init ss)).running ≤ 2 * J ∧
+      usedBlocks (run eng ss fuel (init ss)).running ≤ 2 * J * blocksFor eng.blockSize (P + (D - 1)) := by
+  have hy : BacklogPhased.Hyp eng g P D J ss :=
+    ⟨hph, hch, hP, hD, hg, hJ, hB, hB', hcap, hfits, BacklogDecode.gapped_turns g P D 0 ss hw⟩
+  have h := BacklogPhased.run_inv eng g P D J ss hy fuel (init ss) (BacklogPhased.init_inv eng g P D J ss hg hD hw)
+  generalize run eng ss fuel (init ss) = m at h ⊢
+  obtain ⟨d, Ds, Ps, z, hr, hd, hDs, hJD, hchn, _⟩ := h.shape
+  obtain ⟨_, _, hDok, _, hPs', _, _, hcount, _, _⟩ :=
+    BacklogPhased.facts eng g P D J ss hy m d Ds Ps z h.runningSids hr hd hDs hchn
+  have hcount2 : resCount m.running ≤ 2 * J := by rw [hr, BacklogMany.resCount_app]; omega
+  refine ⟨h.waiting, hcount2, ?_⟩
+  have hu := BacklogMany.usedBlocks_le (blocksFor eng.blockSize (P + (D - 1))) m.running (fun r hr' => by
+    rw [hr] at hr'
+    rcases List.mem_append.mp hr' with hr' | hr'
+    · exact (hDok r hr').2.2.2
+    · exact (hPs' r hr').2)
+  exact Nat.le_trans hu (Nat.mul_le_mul_right _ hcount2)
+
 end Serq
