@@ -37,6 +37,10 @@ public import Serq.BacklogManyStep
 public import Serq.BacklogMany
 public import Serq.BacklogChunkStep
 public import Serq.BacklogChunk
+public import Serq.BacklogPhasedStep
+public import Serq.BacklogPhasedInv
+public import Serq.BacklogPhasedArrive
+public import Serq.BacklogPhased
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

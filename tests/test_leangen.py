@@ -1412,6 +1412,7 @@ EXPORTED = {
     "papers/dai_backlog_decode.sq": "`arrive renewal(g)` without `--arrivals N`",
     "papers/dai_backlog_many.sq": "`arrive renewal(g)` without `--arrivals N`",
     "papers/dai_backlog_chunked.sq": "`arrive renewal(g)` without `--arrivals N`",
+    "papers/dai_backlog_phased.sq": "`arrive renewal(g)` without `--arrivals N`",
 }
 
 

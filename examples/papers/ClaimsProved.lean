@@ -22,6 +22,8 @@ public import Serq.BacklogMany
 public import Papers.Claims.DaiBacklogMany
 public import Serq.BacklogChunk
 public import Papers.Claims.DaiBacklogChunked
+public import Serq.BacklogPhased
+public import Papers.Claims.DaiBacklogPhased
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
@@ -370,6 +372,42 @@ theorem dai_bounded_backlog_chunked_exact :
     (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 14 5 0 ss (dai_backlog_chunked_renewal 0 ss hfam.2))) fuel r hr
   have ht : BacklogChunk.sumB Papers.Claims.DaiBacklogChunked.engine.chunk 4 14 5 2 2 (4 - 1) = 16 := by decide
   rw [ht] at h
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The bounded backlog on the phase-separated schedule (`dai_backlog_phased.sq`) -/
+
+/-- The renewal arrivals with decodes of every workload a per-session test `ok` admits, when `ok`
+gives each session's arrival and its one turn. -/
+theorem renewalDecode_of_every (ok : Nat → Session → Bool) (g P D : Nat)
+    (h : ∀ k s, ok k s = true → s.arrive = (k + 1) * g ∧ ∃ t, s.turns = [t] ∧ t.new = P ∧ t.out - 1 = D - 1) :
+    ∀ (k : Nat) (ss : List Session), everySession ok k ss = true → RenewalDecode g P D k ss
+  | _, [], _ => trivial
+  | k, s :: ss, hs => by
+    simp only [everySession, Bool.and_eq_true] at hs
+    exact ⟨(h k s hs.1).1, (h k s hs.1).2, renewalDecode_of_every ok g P D h (k + 1) ss hs.2⟩
+
+/-- Every workload of the family has the renewal arrivals with decodes: the `k`-th session (from 0)
+at step `(k + 1) · 2`, one turn of an 8-token prompt and 4 output tokens. -/
+theorem dai_backlog_phased_renewal (k : Nat) (ss : List Session)
+    (h : everySession Papers.Claims.DaiBacklogPhased.sessionOk k ss = true) : RenewalDecode 2 8 4 k ss :=
+  renewalDecode_of_every _ 2 8 4 (fun k s hs => by
+    simp only [Papers.Claims.DaiBacklogPhased.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, t, ht, hok.1.1.2, by omega⟩) k ss h
+
+/-- The bounded backlog on the phase-separated schedule for every workload of the family: the engine
+(budget 16, four request slots, 64 KV blocks of 16 tokens, phases separated, no chunk cap) meets
+`backlog_phased`'s hypotheses with `g = 2`, `P = 8`, `D = 4`, `J = 2` (`4 ≤ 2 · 2`, `2 · 8 ≤ 16`,
+`2 < 16`, `2 · 2 ≤ 4` slots, `2 · 2 · 1 ≤ 64` blocks), so at every iteration
+`arrived · 11 ≤ served + 2 · 11 + 2 · 3` (lean/Serq/BacklogPhased.lean). -/
+theorem dai_bounded_backlog_phased : Papers.Claims.DaiBacklogPhased.bounded_backlog_0368507eb3ae := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogPhased.family, Bool.and_eq_true] at hfam
+  have h := backlog_phased Papers.Claims.DaiBacklogPhased.engine 2 8 4 2 ss (by decide) (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 8 4 0 ss (dai_backlog_phased_renewal 0 ss hfam.2))) fuel r hr
   simp only [decide_eq_true_eq]
   omega
 
