@@ -41,6 +41,7 @@ public import Serq.BacklogPhasedStep
 public import Serq.BacklogPhasedInv
 public import Serq.BacklogPhasedArrive
 public import Serq.BacklogPhased
+public import Serq.BacklogBudget
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

@@ -458,6 +458,58 @@ def test_dai_backlog_chunked_family_and_proof():
     assert "theorem dai_bounded_backlog_chunked_exact :\n    Papers.Claims.DaiBacklogChunked." + exact.ident in proved
 
 
+# --- the budget cutting prompts with several requests in flight (issue 14, result 2, case (b)) ---
+# Only the records-level argument is proved (Serq.BacklogBudget.conserve, lean/Serq/BacklogBudget.lean):
+# resets leaving at most C tokens, full iterations between them, arrivals g apart and W <= B * g give
+# arrived * W <= served + W + C. These tests check the candidate engine statement, C = K * (D - 1), on
+# the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
+# W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
+
+_BUDGET_CUT = (("let P = 14;", "let P = 20;"), ("let D = 5;", "let D = 3;"), ("let K = 3; ", "let K = 2; "),
+               ("claim bounded_backlog: every iteration of llm (arrived * W <= served + K * W);",
+                "claim bounded_backlog: every iteration of llm (arrived * W <= served + W + K * (D - 1) - SLACK);\n"
+                "  claim cut: some iteration of llm (demand > tokens);"),
+               ("  claim bounded_backlog_exact: every iteration of llm (arrived * W <= served + W + (D - g) + (D - 2 * g));",
+                ""))
+
+
+def _budget_cut(tmp_path: Path, slack: int, gap: int = 2) -> Path:
+    text = DAI_MANY.read_text()
+    for old, new in _BUDGET_CUT + (("let g = 2; ", f"let g = {gap}; "),):
+        assert old in text
+        text = text.replace(old, new.replace("SLACK", str(slack)))
+    path = tmp_path / f"budget_cut_{slack}_{gap}.sq"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize("sessions", ["1", "7", "60"])
+def test_budget_cut_backlog_candidate_holds_on_the_simulated_path(tmp_path, sessions):
+    claims = _run_json(_budget_cut(tmp_path, 0), "--arrivals", sessions)
+    assert claims["bounded_backlog"]["result"] == "holds"
+    assert claims["cut"]["result"] == "witnessed"      # the budget cuts a prompt (demand 20 > 16 at time 2)
+    assert claims["cut"]["time"] == 2
+
+
+def test_budget_cut_backlog_path_reaches_w_plus_two(tmp_path):
+    # the path's largest arrived * W - served is W + 2 = 24 (time 4: two arrived, one prompt served)
+    assert _run_json(_budget_cut(tmp_path, 2), "--arrivals", "60")["bounded_backlog"]["result"] == "holds"
+    fails = _run_json(_budget_cut(tmp_path, 3), "--arrivals", "60")["bounded_backlog"]
+    assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 4, 2)
+
+
+def test_budget_cut_backlog_fails_when_the_arrivals_outrun_the_budget(tmp_path):
+    fails = _run_json(_budget_cut(tmp_path, 0, gap=1), "--arrivals", "7")["bounded_backlog"]
+    assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 2, 1)
+
+
+def test_budget_cut_groundwork_is_stated_and_registered():
+    text = (REPO / "lean" / "Serq" / "BacklogBudget.lean").read_text()
+    assert "theorem BacklogBudget.conserve" in text and "arrived i * W ≤ served i + W + C" in text
+    assert "sorry" not in text and "native_decide" not in text and "axiom" not in text
+    assert "public import Serq.BacklogBudget" in (REPO / "lean" / "Serq.lean").read_text()
+
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"
