@@ -508,7 +508,7 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     assert "theorem BacklogBudget.conserve" in text and "arrived i * W ≤ served i + W + C" in text
     assert "sorry" not in text and "native_decide" not in text and "axiom" not in text
     run = (REPO / "lean" / "Serq" / "BacklogBudgetRun.lean").read_text()
-    assert "theorem BacklogBudget.served_next" in run
+    assert "theorem BacklogBudget.served_next" in run and "theorem BacklogBudget.start_next" in run
     assert "sorry" not in run and "native_decide" not in run and "axiom" not in run
     serq = (REPO / "lean" / "Serq.lean").read_text()
     assert "public import Serq.BacklogBudget\n" in serq and "public import Serq.BacklogBudgetRun\n" in serq
