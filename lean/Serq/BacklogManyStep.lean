@@ -205,6 +205,31 @@ theorem stepAll_app (now : Nat) (a b : List Res) : stepAll now (a ++ b) = stepAl
   | nil => rfl
   | cons x xs ih => simp [stepAll_cons, ih]
 
+theorem resCount_ite (c : Prop) [Decidable c] (x : Res) : resCount (if c then [] else [x]) ≤ 1 := by
+  split <;> simp [resCount]
+
+theorem resCount_stepRes (now : Nat) (r : Res) : resCount (stepRes now r) ≤ 1 := by
+  unfold stepRes
+  split
+  · simp [resCount]
+  · dsimp only
+    exact resCount_ite _ _
+
+theorem resCount_stepAll (now : Nat) : ∀ (L : List Res), resCount (stepAll now L) ≤ resCount L
+  | [] => by simp [stepAll, resCount]
+  | r :: rs => by
+    rw [stepAll_cons, resCount_app]
+    have := resCount_stepRes now r
+    have := resCount_stepAll now rs
+    simp only [resCount]
+    omega
+
+theorem anyDecoding_false : ∀ (L : List Res), (∀ r ∈ L, r.decoding = false) → anyDecoding L = false
+  | [], _ => rfl
+  | r :: rs, h => by
+    simp only [anyDecoding, h r List.mem_cons_self, Bool.false_or]
+    exact anyDecoding_false rs (fun x hx => h x (List.mem_cons_of_mem _ hx))
+
 theorem apply_running (eng : Engine) (ss : List Session) (now : Nat) :
     ∀ (l : List Res) (m : Machine) (kept : List Res), (apply eng ss now m l kept).running = kept ++ stepAll now l
   | [], m, kept => by simp [apply, stepAll]

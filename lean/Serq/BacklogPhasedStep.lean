@@ -28,15 +28,6 @@ theorem clearSched_app : ∀ (a b : List Res), clearSched (a ++ b) = clearSched 
   | [], _ => rfl
   | x :: xs, b => by simp only [List.cons_append, clearSched, clearSched_app xs b]
 
-theorem resCount_stepAll (now : Nat) : ∀ (L : List Res), resCount (stepAll now L) ≤ resCount L
-  | [] => Nat.le_refl _
-  | r :: rs => by
-    have := resCount_stepAll now rs
-    rw [stepAll_cons, resCount_app]
-    rcases stepRes_len now r with h | ⟨y, h⟩
-    · rw [h]; simp only [resCount]; omega
-    · rw [h]; simp only [resCount]; omega
-
 theorem stepAll_idle (now : Nat) : ∀ (L : List Res), (∀ r ∈ L, r.sched = 0) → stepAll now L = L
   | [], _ => rfl
   | r :: rs, h => by
@@ -52,10 +43,6 @@ theorem clearSched_sched : ∀ (L : List Res), ∀ r ∈ clearSched L, r.sched =
 theorem workLeft_clearSched (D : Nat) : ∀ (L : List Res), workLeft D (clearSched L) = workLeft D L
   | [] => rfl
   | r :: rs => by simp only [clearSched, workLeft, workLeft_clearSched D rs]
-
-theorem batchTokens_clearSched : ∀ (L : List Res), batchTokens (clearSched L) = 0
-  | [] => rfl
-  | r :: rs => by simp only [clearSched, batchTokens, batchTokens_clearSched rs]
 
 theorem workLeft_decs (D : Nat) : ∀ (L : List Res), (∀ r ∈ L, r.decoding = true) → workLeft D L = sumRem L
   | [], _ => rfl
@@ -80,11 +67,6 @@ theorem anyDecoding_app_true : ∀ (Ds Ps : List Res), Ds ≠ [] → (∀ r ∈ 
     anyDecoding (Ds ++ Ps) = true
   | [], _, h, _ => absurd rfl h
   | r :: _, _, _, h => by simp [anyDecoding, h r List.mem_cons_self]
-
-theorem anyDecoding_false : ∀ (Ps : List Res), (∀ r ∈ Ps, r.decoding = false) → anyDecoding Ps = false
-  | [], _ => rfl
-  | r :: rs, h => by
-    simp [anyDecoding, h r List.mem_cons_self, anyDecoding_false rs (fun x hx => h x (List.mem_cons_of_mem _ hx))]
 
 /-! ## Serving: decodes, then the prefills passed over; or every prefill whole -/
 

@@ -303,12 +303,6 @@ theorem resCount_servePre (bs : Nat) : ∀ (b : Nat) (L : List Res), resCount (s
     · rfl
     · simp only [resCount, resCount_servePre bs _ rs]
 
-theorem anyDecoding_false : ∀ (L : List Res), (∀ r ∈ L, r.decoding = false) → anyDecoding L = false
-  | [], _ => rfl
-  | r :: rs, h => by
-    simp only [anyDecoding, h r List.mem_cons_self, Bool.false_or]
-    exact anyDecoding_false rs (fun x hx => h x (List.mem_cons_of_mem _ hx))
-
 /-- **One iteration's plan** (no chunk cap) of a machine whose residents are prefills (`PreOk`) and
 whose queue holds fresh requests of `W` tokens, with slots and blocks for all of them: it schedules
 `min(budget, Σ remaining + W · queued)` tokens, preempts nothing, and its residents' work plus the work
@@ -374,25 +368,6 @@ theorem stepAll_preOk (now bs bW : Nat) : ∀ (L : List Res), (∀ r ∈ L, PreO
       obtain ⟨a, b, c, d, e, f⟩ := (stepRes_prefill_sum now r hd hs hout).2 x hx
       exact ⟨a, f hrem, by omega, by rw [e]; exact hbl, by rw [d]; exact hal, by rw [c]; exact hout⟩
     · exact stepAll_preOk now bs bW rs (fun y hy => h y (List.mem_cons_of_mem _ hy)) x hx
-
-theorem resCount_ite (c : Prop) [Decidable c] (x : Res) : resCount (if c then [] else [x]) ≤ 1 := by
-  split <;> simp [resCount]
-
-theorem resCount_stepRes (now : Nat) (r : Res) : resCount (stepRes now r) ≤ 1 := by
-  unfold stepRes
-  split
-  · simp [resCount]
-  · dsimp only
-    exact resCount_ite _ _
-
-theorem resCount_stepAll (now : Nat) : ∀ (L : List Res), resCount (stepAll now L) ≤ resCount L
-  | [] => by simp [stepAll, resCount]
-  | r :: rs => by
-    rw [stepAll_cons, resCount_app]
-    have := resCount_stepRes now r
-    have := resCount_stepAll now rs
-    simp only [resCount]
-    omega
 
 /-! ## One step of the machine -/
 
