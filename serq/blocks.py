@@ -11,11 +11,20 @@ from typing import Iterator
 BLOCK_FIELDS = ("body", "then", "otherwise")
 
 
+# each statement class's fields among BLOCK_FIELDS, found once per class: every instance of a dataclass or
+# a pydantic model has the same attributes, and `getattr(s, name, None)` on a pydantic model that lacks
+# `name` goes through its `__getattr__` and an exception (most of a generated DRT case's statement walks)
+_BLOCK_FIELDS_OF: dict[type, tuple[str, ...]] = {}
+
+
 def inner_blocks(s) -> list[tuple[str, list]]:
     """A statement's inner blocks, (field name, statements) in BLOCK_FIELDS' order; none for a simple one."""
+    names = _BLOCK_FIELDS_OF.get(s.__class__)
+    if names is None:
+        names = _BLOCK_FIELDS_OF[s.__class__] = tuple(name for name in BLOCK_FIELDS if hasattr(s, name))
     out = []
-    for name in BLOCK_FIELDS:
-        inner = getattr(s, name, None)
+    for name in names:
+        inner = getattr(s, name)
         if isinstance(inner, list):
             out.append((name, inner))
     return out

@@ -563,7 +563,9 @@ def walk(node):
     field_names = _FIELD_NAMES
     while stack:
         n = stack.pop()
-        if n is None:
+        # (a list's items are pushed as they are, and what is no node, None or a name, passed over
+        # here: a filtering generator per list cost more than the nodes it kept out)
+        if not isinstance(n, Node):
             continue
         yield n
         cls = type(n)
@@ -576,7 +578,7 @@ def walk(node):
             if isinstance(v, Node):
                 stack.append(v)
             elif v.__class__ is list:
-                stack.extend(x for x in v if isinstance(x, Node))
+                stack.extend(v)
 
 
 

@@ -373,12 +373,10 @@ def _resolver(pc, kind, ref, env):
 
 
 def _all_statements(program: ir.Program):
-    blocks = [program.server, program.workload.init, program.workload.turn, program.workload.session]
-    for b in blocks:
-        for s in b:
-            for n in ir.walk(s):
-                if isinstance(n, ir.StmtBase):
-                    yield n
+    """Every statement of the program, nested ones included (a statement holds statements only in its
+    blocks: `ir.walk_stmts` visits those alone, not every expression as `ir.walk` would)."""
+    for b in (program.server, program.workload.init, program.workload.turn, program.workload.session):
+        yield from ir.walk_stmts(b)
 
 
 # The statements that never give a session legs, holds, leases or a refusal (nor end it early).
