@@ -467,7 +467,8 @@ def test_dai_backlog_chunked_family_and_proof():
 # resets leaving at most C tokens, full iterations between them, arrivals g apart and W <= B * g give
 # arrived * W <= served + W + C; and of the engine's side, that a short iteration serves every resident
 # its whole demand, so with no chunk cap every resident after it decodes (Serq.BacklogBudget.short_decodes,
-# lean/Serq/BacklogBudgetShort.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# lean/Serq/BacklogBudgetShort.lean), with at most D - 1 tokens left, the residents' work left at most their
+# count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -515,8 +516,12 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     for name in ("BacklogBudget.short_decodes", "plan_short", "plan_sched_le"):
         assert f"theorem {name} " in short
     assert scan_source(short, "BacklogBudgetShort.lean") == []
+    sound = (REPO / "lean" / "Serq" / "BacklogBudgetSound.lean").read_text()
+    for name in ("BacklogBudget.decode_left", "BacklogBudget.short_left", "run_sound"):
+        assert f"theorem {name} " in sound
+    assert scan_source(sound, "BacklogBudgetSound.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
-    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort"):
+    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound"):
         assert f"public import Serq.{mod}\n" in serq
 
 
