@@ -468,7 +468,8 @@ def test_dai_backlog_chunked_family_and_proof():
 # arrived * W <= served + W + C; and of the engine's side, that a short iteration serves every resident
 # its whole demand, so with no chunk cap every resident after it decodes (Serq.BacklogBudget.short_decodes,
 # lean/Serq/BacklogBudgetShort.lean), with at most D - 1 tokens left, the residents' work left at most their
-# count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean); and each record's
+# arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -520,8 +521,11 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     for name in ("BacklogBudget.decode_left", "BacklogBudget.short_left", "run_sound"):
         assert f"theorem {name} " in sound
     assert scan_source(sound, "BacklogBudgetSound.lean") == []
+    arrive = (REPO / "lean" / "Serq" / "BacklogBudgetArrive.lean").read_text()
+    assert "theorem BacklogBudget.arrived_count " in arrive and "x.arrived = BacklogBudget.arrivedBy x.start ss" in arrive
+    assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
-    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound"):
+    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive"):
         assert f"public import Serq.{mod}\n" in serq
 
 
