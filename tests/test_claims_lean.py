@@ -523,6 +523,7 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     assert scan_source(sound, "BacklogBudgetSound.lean") == []
     arrive = (REPO / "lean" / "Serq" / "BacklogBudgetArrive.lean").read_text()
     assert "theorem BacklogBudget.arrived_count " in arrive and "x.arrived = BacklogBudget.arrivedBy x.start ss" in arrive
+    assert "theorem BacklogBudget.arrivals_spaced " in arrive
     assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive"):

@@ -1,6 +1,7 @@
 module
 
 public import Serq.OneAtATime
+public import Serq.BacklogDecode
 
 /-! # The arrivals' count of every record (issue 14, result 2, case (b))
 
@@ -12,6 +13,9 @@ from the machine's clock on, the sessions arrived so far plus the first turns st
 (`firstBy t`) are the sessions arriving by `t`; next turns (turn `≥ 1`) never count, the pending turns
 due at a step are all those pending by its clock (`due_split`), and the clock only moves forward, past
 no pending turn.
+
+With sessions at least `g` apart (`GappedDecode`), the count is spaced as `conserve` reads it: monotone,
+with at most `⌈(t − s) / g⌉` arrivals in `(s, t]` (`Serq.BacklogBudget.arrivals_spaced`).
 -/
 
 @[expose] public section
@@ -176,6 +180,48 @@ theorem run_arr (eng : Engine) (ss : List Session) :
     · exact h
     · exact run_arr eng ss fuel _ (step_arr eng ss m h)
 
+theorem zero_of_mul_le (k g : Nat) (hg : 0 < g) (h : k * g ≤ 0) : k = 0 := by
+  cases k with
+  | zero => rfl
+  | succ k =>
+    have : (k + 1) * g = k * g + g := Nat.succ_mul k g
+    omega
+
+/-- Sessions at least `g` apart from `y` on: at most `(t + g - y) / g` of them arrive by `t`. -/
+theorem arrivedBy_le (g P D : Nat) (hg : 0 < g) : ∀ (y t : Nat) (ss : List Session),
+    GappedDecode g P D y ss → arrivedBy t ss * g ≤ t + g - y
+  | _, _, [], _ => by simp [arrivedBy]
+  | y, t, x :: ss, ⟨hy, ⟨t0, ht0, _, _⟩, hr⟩ => by
+    have ih := arrivedBy_le g P D hg (x.arrive + g) t ss hr
+    simp only [arrivedBy, ht0]
+    by_cases ha : x.arrive ≤ t
+    · simp only [ha, if_true]; rw [Nat.add_mul, Nat.one_mul]; omega
+    · simp only [ha, if_false, Nat.zero_add]; omega
+
+theorem arrivedBy_gap (g P D : Nat) (hg : 0 < g) : ∀ (y : Nat) (ss : List Session),
+    GappedDecode g P D y ss → ∀ s t, s ≤ t →
+      arrivedBy s ss ≤ arrivedBy t ss ∧ (arrivedBy t ss - arrivedBy s ss) * g ≤ t - s + g - 1
+  | _, [], _ => by intro s t _; simp [arrivedBy]
+  | y, x :: ss, ⟨hy, ⟨t0, ht0, _, _⟩, hr⟩ => by
+    intro s t hst
+    obtain ⟨i1, i2⟩ := arrivedBy_gap g P D hg (x.arrive + g) ss hr s t hst
+    have As := arrivedBy_le g P D hg (x.arrive + g) s ss hr
+    have At := arrivedBy_le g P D hg (x.arrive + g) t ss hr
+    simp only [arrivedBy, ht0]
+    by_cases h1 : x.arrive ≤ s
+    · have h2 : x.arrive ≤ t := by omega
+      simp only [h1, h2, if_true]
+      have e : 1 + arrivedBy t ss - (1 + arrivedBy s ss) = arrivedBy t ss - arrivedBy s ss := by omega
+      rw [e]
+      exact ⟨by omega, i2⟩
+    · have hs0 : arrivedBy s ss = 0 := zero_of_mul_le _ g hg (by omega)
+      by_cases h2 : x.arrive ≤ t
+      · simp only [h1, h2, if_true, if_false, Nat.zero_add, hs0, Nat.sub_zero]
+        refine ⟨by omega, ?_⟩
+        rw [Nat.add_mul, Nat.one_mul]; omega
+      · have ht0' : arrivedBy t ss = 0 := zero_of_mul_le _ g hg (by omega)
+        simp [h1, h2, hs0, ht0']
+
 end BacklogBudget
 
 /-- **The arrivals' count of every record**: on every run from `init` of every engine with every
@@ -186,5 +232,14 @@ theorem BacklogBudget.arrived_count (eng : Engine) (ss : List Session) (fuel : N
     ∀ x ∈ (run eng ss fuel (init ss)).records, x.arrived = BacklogBudget.arrivedBy x.start ss :=
   (BacklogBudget.run_arr eng ss fuel (init ss)
     ⟨fun t _ => by simp [init, BacklogBudget.firstTurns_firstBy], fun _ h => by simp [init] at h⟩).2
+
+/-- **The arrivals' count is spaced by `g`**: sessions at least `g` apart (`GappedDecode g P D x ss`, any
+first arrival `x`, `0 < g`) arrive by `t` in a count `N t = arrivedBy t ss` that is monotone with at most
+`⌈(t − s) / g⌉` arrivals in `(s, t]` — the hypothesis `hN` of `Serq.BacklogBudget.conserve`. -/
+theorem BacklogBudget.arrivals_spaced (g P D x : Nat) (ss : List Session) (hg : 0 < g)
+    (hw : GappedDecode g P D x ss) :
+    ∀ s t, s ≤ t → BacklogBudget.arrivedBy s ss ≤ BacklogBudget.arrivedBy t ss ∧
+      (BacklogBudget.arrivedBy t ss - BacklogBudget.arrivedBy s ss) * g ≤ t - s + g - 1 :=
+  BacklogBudget.arrivedBy_gap g P D hg x ss hw
 
 end Serq
