@@ -46,6 +46,7 @@ public import Serq.BacklogBudgetRun
 public import Serq.BacklogBudgetShort
 public import Serq.BacklogBudgetSound
 public import Serq.BacklogBudgetArrive
+public import Serq.BacklogBudgetResets
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

@@ -469,7 +469,9 @@ def test_dai_backlog_chunked_family_and_proof():
 # its whole demand, so with no chunk cap every resident after it decodes (Serq.BacklogBudget.short_decodes,
 # lean/Serq/BacklogBudgetShort.lean), with at most D - 1 tokens left, the residents' work left at most their
 # count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean); and each record's
-# arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean);
+# conserve read on a run's records leaves the first record, the idle gaps and the resets
+# (Serq.BacklogBudget.backlog_of_resets, BacklogBudgetResets.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -524,9 +526,13 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     arrive = (REPO / "lean" / "Serq" / "BacklogBudgetArrive.lean").read_text()
     assert "theorem BacklogBudget.arrived_count " in arrive and "x.arrived = BacklogBudget.arrivedBy x.start ss" in arrive
     assert "theorem BacklogBudget.arrivals_spaced " in arrive
+    resets = (REPO / "lean" / "Serq" / "BacklogBudgetResets.lean").read_text()
+    assert "theorem BacklogBudget.backlog_of_resets " in resets
+    assert scan_source(resets, "BacklogBudgetResets.lean") == []
     assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
-    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive"):
+    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
+                "BacklogBudgetResets"):
         assert f"public import Serq.{mod}\n" in serq
 
 
