@@ -47,6 +47,7 @@ public import Serq.BacklogBudgetShort
 public import Serq.BacklogBudgetSound
 public import Serq.BacklogBudgetArrive
 public import Serq.BacklogBudgetResets
+public import Serq.BacklogBudgetWork
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

@@ -471,7 +471,8 @@ def test_dai_backlog_chunked_family_and_proof():
 # count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean); and each record's
 # arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean);
 # conserve read on a run's records leaves the first record, the idle gaps and the resets
-# (Serq.BacklogBudget.backlog_of_resets, BacklogBudgetResets.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# (Serq.BacklogBudget.backlog_of_resets, BacklogBudgetResets.lean); an iteration takes its tokens out of
+# the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -529,10 +530,13 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     resets = (REPO / "lean" / "Serq" / "BacklogBudgetResets.lean").read_text()
     assert "theorem BacklogBudget.backlog_of_resets " in resets
     assert scan_source(resets, "BacklogBudgetResets.lean") == []
+    work = (REPO / "lean" / "Serq" / "BacklogBudgetWork.lean").read_text()
+    assert "theorem stepAll_work " in work and "theorem plan_sched_rem " in work
+    assert scan_source(work, "BacklogBudgetWork.lean") == []
     assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
-                "BacklogBudgetResets"):
+                "BacklogBudgetResets", "BacklogBudgetWork"):
         assert f"public import Serq.{mod}\n" in serq
 
 
