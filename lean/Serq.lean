@@ -43,6 +43,11 @@ public import Serq.BacklogPhasedArrive
 public import Serq.BacklogPhased
 public import Serq.BacklogBudget
 public import Serq.BacklogBudgetRun
+public import Serq.BacklogBudgetShort
+public import Serq.BacklogBudgetSound
+public import Serq.BacklogBudgetArrive
+public import Serq.BacklogBudgetResets
+public import Serq.BacklogBudgetWork
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

@@ -465,7 +465,14 @@ def test_dai_backlog_chunked_family_and_proof():
 # --- the budget cutting prompts with several requests in flight (issue 14, result 2, case (b)) ---
 # Only the records-level argument is proved (Serq.BacklogBudget.conserve, lean/Serq/BacklogBudget.lean):
 # resets leaving at most C tokens, full iterations between them, arrivals g apart and W <= B * g give
-# arrived * W <= served + W + C. These tests check the candidate engine statement, C = K * (D - 1), on
+# arrived * W <= served + W + C; and of the engine's side, that a short iteration serves every resident
+# its whole demand, so with no chunk cap every resident after it decodes (Serq.BacklogBudget.short_decodes,
+# lean/Serq/BacklogBudgetShort.lean), with at most D - 1 tokens left, the residents' work left at most their
+# count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean); and each record's
+# arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean);
+# conserve read on a run's records leaves the first record, the idle gaps and the resets
+# (Serq.BacklogBudget.backlog_of_resets, BacklogBudgetResets.lean); an iteration takes its tokens out of
+# the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -509,8 +516,28 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     run = (REPO / "lean" / "Serq" / "BacklogBudgetRun.lean").read_text()
     assert "theorem BacklogBudget.served_next" in run and "theorem BacklogBudget.start_next" in run
     assert scan_source(run, "BacklogBudgetRun.lean") == []
+    short = (REPO / "lean" / "Serq" / "BacklogBudgetShort.lean").read_text()
+    for name in ("BacklogBudget.short_decodes", "plan_short", "plan_sched_le"):
+        assert f"theorem {name} " in short
+    assert scan_source(short, "BacklogBudgetShort.lean") == []
+    sound = (REPO / "lean" / "Serq" / "BacklogBudgetSound.lean").read_text()
+    for name in ("BacklogBudget.decode_left", "BacklogBudget.short_left", "run_sound"):
+        assert f"theorem {name} " in sound
+    assert scan_source(sound, "BacklogBudgetSound.lean") == []
+    arrive = (REPO / "lean" / "Serq" / "BacklogBudgetArrive.lean").read_text()
+    assert "theorem BacklogBudget.arrived_count " in arrive and "x.arrived = BacklogBudget.arrivedBy x.start ss" in arrive
+    assert "theorem BacklogBudget.arrivals_spaced " in arrive
+    resets = (REPO / "lean" / "Serq" / "BacklogBudgetResets.lean").read_text()
+    assert "theorem BacklogBudget.backlog_of_resets " in resets
+    assert scan_source(resets, "BacklogBudgetResets.lean") == []
+    work = (REPO / "lean" / "Serq" / "BacklogBudgetWork.lean").read_text()
+    assert "theorem stepAll_work " in work and "theorem plan_sched_rem " in work
+    assert scan_source(work, "BacklogBudgetWork.lean") == []
+    assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
-    assert "public import Serq.BacklogBudget\n" in serq and "public import Serq.BacklogBudgetRun\n" in serq
+    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
+                "BacklogBudgetResets", "BacklogBudgetWork"):
+        assert f"public import Serq.{mod}\n" in serq
 
 
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
