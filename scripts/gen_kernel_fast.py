@@ -8,12 +8,11 @@
 `KernelMemory.lean`, `Kernel.lean`, `KernelOracle.lean`; their types are not copied) in a form the
 Lean kernel evaluates in about half the time (docs/lean.md, "Oracle theorems"):
 
-- a structural recursion on its first `Nat`/`List` argument written with two alternatives
-  (`| 0, .. => base | n + 1, .. => step` or `| [], .. => base | x :: xs, .. => step`), whose recursive
-  calls all pass the same parameters, becomes `Nat.rec`/`List.rec` applied directly, its two
-  alternatives as definitions of their own (`f.base`, `f.step`), instead of the `brecOn` the
-  equation compiler builds (every unfolding of a universe-polymorphic `brecOn`/matcher copies its
-  value);
+- a structural recursion on a `Nat`/`List` argument whose recursive calls all pass the same parameters and
+  the argument's predecessor/tail becomes `Nat.rec`/`List.rec` applied directly, its two cases as
+  definitions of their own (`f.base`, `f.step`; `f.rec` the recursion on the argument, `f` the original's
+  argument order), instead of the `brecOn` and matchers the equation compiler builds (every unfolding of
+  a universe-polymorphic `brecOn`/matcher copies its value);
 - the list index helpers (`getAt`, `setThread`, ...) become `List.rec` with `Nat.casesOn`;
 - every other function that calls one of these (directly or through another) is copied as it is, so
   that its calls name the copies (a call by dot notation, `m.put th`, still names `Serq.Kernel`'s);
@@ -358,7 +357,6 @@ def grec_form(text: str):
             else:
                 mz = pk == "[]"
                 ms = None
-                parts = split_top(pk, ":")
                 if pk.count("::") == 1 and "::" in pk and not pk.startswith("("):
                     hp, tv = [x.strip() for x in pk.split("::")]
                     ms = re.fullmatch(IDENT, tv)
@@ -392,7 +390,7 @@ def grec_form(text: str):
     return None
 
 
-def render_match(scrut: list[str], alts, types: list[str]) -> str:
+def render_match(scrut: list[str], alts) -> str:
     if not scrut:
         return alts[0][1]
     lines = ["\n    match " + ", ".join(scrut) + " with"]
@@ -448,7 +446,7 @@ def drop_names(scrut: list[str], alts):
     if not keep:
         return names, names, alts[0][1]
     rest = [(ps_[:0] + [ps_[j] for j in keep], b) for ps_, b in alts]
-    return names, names, render_match([scrut[j] for j in keep], rest, [])
+    return names, names, render_match([scrut[j] for j in keep], rest)
 
 
 def render_grec(d: Decl) -> str:
