@@ -27,6 +27,8 @@ public import Serq.KernelTimed
 public import Serq.KernelExclusiveTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
+public import Serq.KernelFast
+public import Serq.KernelFastEq
 public import Serq.KernelTiling
 public import Serq.KernelServed
 public import Serq.KernelFull

@@ -28,6 +28,24 @@ def test_generated_oracle_modules_are_fresh():
     assert p.returncode == 0, p.stderr
 
 
+def test_generated_kernel_fast_modules_are_fresh():
+    """lean/Serq/KernelFast.lean and KernelFastEq.lean are what the kernel interpreter's sources give."""
+    p = subprocess.run([sys.executable, "scripts/gen_kernel_fast.py", "--check"], cwd=REPO, capture_output=True,
+                       text=True)
+    assert p.returncode == 0, p.stderr
+
+
+def test_oracle_theorems_evaluate_the_fast_copy():
+    """Each oracle theorem states `Serq.Kernel.agreesWithVllm` and rewrites it to the proved-equal copy."""
+    for path in (REPO / "lean" / "Serq" / "Oracle").glob("*.lean"):
+        text = path.read_text()
+        assert "public import Serq.KernelFastEq\n" in text, path.name
+        assert text.count("rw [← Serq.Kernel.Fast.agreesWithVllm_eq]\n  decide +kernel") == \
+            text.count("theorem agrees_with_vllm"), path.name
+    eq = (REPO / "lean" / "Serq" / "KernelFastEq.lean").read_text()
+    assert "theorem agreesWithVllm_eq : @agreesWithVllm = @Serq.Kernel.agreesWithVllm" in eq
+
+
 def test_every_shared_scenario_has_a_theorem():
     text = "".join(p.read_text() for p in (REPO / "lean" / "Serq" / "Oracle").glob("*.lean"))
     for path in scenario_paths(ORACLE):
