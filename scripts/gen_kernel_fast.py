@@ -172,8 +172,9 @@ def parse_header(text: str):
     return m.group(1), hdr, lines[k:]
 
 
-def rec_form(text: str):
-    """The two-alternative structural recursion on the first argument, or None."""
+def signature(text: str):
+    """(name, explicit parameters, the type's arrows, alternative lines) of a `def` by alternatives
+    (its type after the parameters, no `:=` in the header), or None."""
     ph = parse_header(text)
     if ph is None:
         return None
@@ -181,8 +182,20 @@ def rec_form(text: str):
     m = re.match(r"def (" + QUAL + r")((?: \([^)]*\))*) : (.*)$", hdr)
     if not m or ":=" in m.group(3):
         return None
-    params, ty = m.group(2), m.group(3)
-    arrows = split_arrows(ty)
+    return name, m.group(2), split_arrows(m.group(3)), alts
+
+
+def mentions(name: str, text: str) -> bool:
+    """`text` names `name` as a whole identifier (not as a field or a longer name's part)."""
+    return re.search(r"(?<![A-Za-z0-9_'.])" + re.escape(name) + r"(?![A-Za-z0-9_'])", text) is not None
+
+
+def rec_form(text: str):
+    """The two-alternative structural recursion on the first argument, or None."""
+    sig = signature(text)
+    if sig is None:
+        return None
+    name, params, arrows, alts = sig
     first, rest = arrows[0], arrows[1:]
     if not rest or not alts or not alts[0].startswith("  | "):
         return None
@@ -231,8 +244,7 @@ def rec_form(text: str):
     body = "\n".join([rhs1] + a1[1:])
     call = r"(?<![A-Za-z0-9_'.])" + re.escape(name) + " " + " ".join(re.escape(x) for x in pnames + [v]) + r"(?![A-Za-z0-9_'])"
     newbody, n = re.subn(call, "kfih", body)
-    own = r"(?<![A-Za-z0-9_'.])" + re.escape(name) + r"(?![A-Za-z0-9_'])"
-    if re.search(own, newbody) or re.search(own, base):
+    if mentions(name, newbody) or mentions(name, base):
         return None
     return dict(params=params, pnames=pnames, first=first, motive=" → ".join(rest),
                 rec=rec, binders=binders, v=v, b0=ps0[1:], b1=ps1[1:], base=base, body=newbody)
@@ -319,15 +331,12 @@ def replace_calls(body: str, name: str, pnames: list[str], nargs: int, k: int, t
 
 def grec_form(text: str):
     """A structural recursion on one `List`/`Nat` argument with any alternatives, or None."""
-    ph = parse_header(text)
-    if ph is None:
+    sig = signature(text)
+    if sig is None:
         return None
-    name, hdr, alts = ph
-    m = re.match(r"def (" + QUAL + r")((?: \([^)]*\))*) : (.*)$", hdr)
-    if not m or ":=" in m.group(3) or not alts or not alts[0].startswith("  | "):
+    name, params, arrows, alts = sig
+    if not alts or not alts[0].startswith("  | "):
         return None
-    params, ty = m.group(2), m.group(3)
-    arrows = split_arrows(ty)
     argtys, res = arrows[:-1], arrows[-1]
     n = len(argtys)
     top = [i for i, ln in enumerate(alts) if ln.startswith("  | ")]
@@ -363,7 +372,7 @@ def grec_form(text: str):
                 else:
                     hp, tv = None, None
             if mz:
-                if re.search(r"(?<![A-Za-z0-9_'.])" + re.escape(name) + r"(?![A-Za-z0-9_'])", body):
+                if mentions(name, body):
                     ok = False
                     break
                 nil_alts.append((others, body))
@@ -374,7 +383,7 @@ def grec_form(text: str):
                     break
                 cons_alts.append((([hp, tv] if t != "Nat" else [tv]) + others, nb))
             elif pk == "_":
-                if re.search(r"(?<![A-Za-z0-9_'.])" + re.escape(name) + r"(?![A-Za-z0-9_'])", body):
+                if mentions(name, body):
                     ok = False
                     break
                 nil_alts.append((others, body))
@@ -415,9 +424,8 @@ def classify(text: str) -> Decl | None:
     gf = grec_form(text)
     if gf:
         return Decl(name, text, "grec", **gf)
-    own = r"(?<![A-Za-z0-9_'.])" + re.escape(name) + r"(?![A-Za-z0-9_'])"
     body = text.split("\n", 1)[1] if "\n" in text else text.split(":=", 1)[1]
-    if re.search(own, body) or re.search(r"^where$", text, flags=re.M):
+    if mentions(name, body) or re.search(r"^where$", text, flags=re.M):
         return Decl(name, text, "skip")
     return Decl(name, text, "copy")
 
