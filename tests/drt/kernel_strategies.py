@@ -814,9 +814,14 @@ def _ordered_trace(program: ir.Program, rng: random.Random) -> ir.Program:
     def without_turns(body: list) -> list:
         # (new statements where a block changes, shallow copies: the program's own are not mutated, so
         # that no deep copy of it is needed, which took a fifth of the generator's time)
-        return [stmt.model_copy(update={name: without_turns(inner) for name, inner in inner_blocks(stmt)})
-                if inner_blocks(stmt) else stmt
-                for stmt in body if not isinstance(stmt, ir.TurnStmt)]
+        out = []
+        for stmt in body:
+            if isinstance(stmt, ir.TurnStmt):
+                continue
+            blocks = inner_blocks(stmt)
+            out.append(stmt.model_copy(update={name: without_turns(inner) for name, inner in blocks})
+                       if blocks else stmt)
+        return out
 
     w = program.workload
     seen = rng.choice(["new", "out", "forced"])
