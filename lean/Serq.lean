@@ -50,6 +50,7 @@ public import Serq.BacklogBudgetSound
 public import Serq.BacklogBudgetArrive
 public import Serq.BacklogBudgetResets
 public import Serq.BacklogBudgetWork
+public import Serq.BacklogBudgetIdle
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

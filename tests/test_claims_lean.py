@@ -472,7 +472,10 @@ def test_dai_backlog_chunked_family_and_proof():
 # arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean);
 # conserve read on a run's records leaves the first record, the idle gaps and the resets
 # (Serq.BacklogBudget.backlog_of_resets, BacklogBudgetResets.lean); an iteration takes its tokens out of
-# the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean); the idle gaps and the
+# first record on every run whose engine runs an iteration at every step with a first turn due
+# (Serq.BacklogBudget.idle_gaps, start_pos, first_record, and backlog_of_resets with them discharged,
+# Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -534,9 +537,15 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     assert "theorem stepAll_work " in work and "theorem plan_sched_rem " in work
     assert scan_source(work, "BacklogBudgetWork.lean") == []
     assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
+    idle = (REPO / "lean" / "Serq" / "BacklogBudgetIdle.lean").read_text()
+    for name in ("BacklogBudget.idle_gaps", "BacklogBudget.start_pos", "BacklogBudget.first_record",
+                 "BacklogBudget.backlog_of_resets_run", "step_gap", "run_gap", "step_pos"):
+        assert f"theorem {name} " in idle
+    assert "BacklogBudget.arrivedBy ((run eng ss fuel (init ss)).records[i + 1].start - 1) ss =" in idle
+    assert scan_source(idle, "BacklogBudgetIdle.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
-                "BacklogBudgetResets", "BacklogBudgetWork"):
+                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle"):
         assert f"public import Serq.{mod}\n" in serq
 
 
