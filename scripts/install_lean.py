@@ -51,7 +51,7 @@ LEAN_VERSION = "4.28.0-pre"  # what `lean --version` of the wasm build reports
 TARBALL_SHA256 = "3657f4dce75f011e34594bd9d02ad16fba68b38d57219ddc6ec0d12d90ba5921"
 WASM_SHA256 = "7ba15bd90d4ab6d8344a9662d6fd190f8326c9b6a79bbd935ef26c4063dbba02"
 PRUNED_WASM_SHA256 = "581f0cdaa74d772bc2647d5d55aaf726c84a7980fb65ad56f63096e3e69e5e79"
-PATCHED_JS_SHA256 = "851e00a1115f53817f49acb72d3c9d9f78b8a9b631036073c0d064313218d175"
+PATCHED_JS_SHA256 = "a5faf895d10666bd1985d9b7face5d735a92759f5244551ab52b11d5cd7d2fe5"
 LIB_DIGEST = "151b3753eeeedf7e477528cb6ac59a6f3ab304b1c4037f463807ddb99eb01d2e"
 
 V8_EXPORT_LIMIT = 100_000
@@ -230,6 +230,15 @@ JS_DLSYM_PATCH = (
     "lib.serqSymbolIndex=symIdx}newSymIndex=symIdx.has(symbol)?symIdx.get(symbol):-1;"
 )
 
+# The glue starts a pool of four pthread workers before `main`, and each one instantiates the
+# 137 MB module and binds its imports (~1 CPU s a worker: `node --cpu-prof`, 2026-12-06). Lean
+# makes its threads when it needs them, and the glue starts a worker on demand once the pool is
+# used up; so keep one ready. Measured per Lean process (CPU s, medians of 3-4, 2026-12-06): a
+# claims module 11.6 -> 10.0, Serq.KernelFastEq 23.0 -> 19.3; modules of a minute or more within
+# their noise. Same oleans.
+JS_POOL_ANCHOR = "var pthreadPoolSize=4;"
+JS_POOL_PATCH = "var pthreadPoolSize=1;"
+
 # The glue declares a JS variable for each of the module's 201 110 exports and binds every
 # one in `assignWasmExports` (89 MB of JavaScript: ~10 CPU s and ~1.7 GB to parse and run at
 # every start). The glue itself reads about fifty of them (malloc, free, the stack and
@@ -274,13 +283,14 @@ def trim_export_bindings(js: bytes) -> bytes:
 
 def patch_glue(js: bytes) -> bytes:
     js = trim_export_bindings(js)
-    for anchor in (JS_MOUNT_ANCHOR, JS_ENV_ANCHOR, JS_DLSYM_ANCHOR):
+    for anchor in (JS_MOUNT_ANCHOR, JS_ENV_ANCHOR, JS_DLSYM_ANCHOR, JS_POOL_ANCHOR):
         n = js.count(anchor.encode())
         if n != 1:
             raise InstallError(f"lean.js: expected the anchor {anchor!r} once, found it {n} times")
     js = js.replace(JS_MOUNT_ANCHOR.encode(), (JS_MOUNT_ANCHOR + JS_MOUNT_PATCH).encode())
     js = js.replace(JS_ENV_ANCHOR.encode(), JS_ENV_PATCH.encode())
     js = js.replace(JS_DLSYM_ANCHOR.encode(), JS_DLSYM_PATCH.encode())
+    js = js.replace(JS_POOL_ANCHOR.encode(), JS_POOL_PATCH.encode())
     return js
 
 

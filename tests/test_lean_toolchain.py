@@ -156,6 +156,7 @@ MINI_GLUE = (
     b"var __dlsym_js=(handle,symbol,symbolIndex)=>{var lib=LDSO.loadedLibsByHandle[handle];"
     + IL.JS_DLSYM_ANCHOR.encode() + b"return lib.exports[symbol]};"
     b"function run(){_malloc(8);wasmTable.get(0)}"
+    b"var PThread={initMainThread(){" + IL.JS_POOL_ANCHOR.encode() + b"while(pthreadPoolSize--){}}};"
 )
 
 
@@ -163,8 +164,12 @@ def test_glue_patch_needs_its_anchors_once():
     out = IL.patch_glue(MINI_GLUE)
     assert IL.JS_MOUNT_PATCH.encode() in out and b'"LLVM_PROFILE_FILE"' in out
     assert IL.JS_DLSYM_PATCH.encode() in out and IL.JS_DLSYM_ANCHOR.encode() not in out
+    # one pthread worker started ahead of `main`, not four (each instantiates the whole module)
+    assert b"var pthreadPoolSize=1;" in out and IL.JS_POOL_ANCHOR.encode() not in out
     with pytest.raises(IL.InstallError, match="anchor"):
         IL.patch_glue(b"var ENV={};")
+    with pytest.raises(IL.InstallError, match="pthreadPoolSize"):
+        IL.patch_glue(MINI_GLUE.replace(IL.JS_POOL_ANCHOR.encode(), b"var pthreadPoolSize=8;"))
     with pytest.raises(IL.InstallError, match="anchor"):
         IL.patch_glue(MINI_GLUE.replace(IL.JS_DLSYM_ANCHOR.encode(), b""))
 
