@@ -475,7 +475,10 @@ def test_dai_backlog_chunked_family_and_proof():
 # the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean); the idle gaps and the
 # first record on every run whose engine runs an iteration at every step with a first turn due
 # (Serq.BacklogBudget.idle_gaps, start_pos, first_record, and backlog_of_resets with them discharged,
-# Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean); a record serving less than its demand
+# followed by the next one step later on every run of the mixed schedule with a positive budget, and so
+# hstep from the resets of the whole-demand iterations (Serq.BacklogBudget.step_later, hstep_of_resets,
+# backlog_of_whole_resets, BacklogBudgetLater.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -543,9 +546,15 @@ def test_budget_cut_groundwork_is_stated_and_registered():
         assert f"theorem {name} " in idle
     assert "BacklogBudget.arrivedBy ((run eng ss fuel (init ss)).records[i + 1].start - 1) ss =" in idle
     assert scan_source(idle, "BacklogBudgetIdle.lean") == []
+    later = (REPO / "lean" / "Serq" / "BacklogBudgetLater.lean").read_text()
+    for name in ("BacklogBudget.step_later", "BacklogBudget.hstep_of_resets", "BacklogBudget.backlog_of_whole_resets",
+                 "step_progress", "step_left", "plan_progress", "run_linv"):
+        assert f"theorem {name} " in later
+    assert "(run eng ss fuel (init ss)).records[i + 1].start = (run eng ss fuel (init ss)).records[i].start + 1 :=" in later
+    assert scan_source(later, "BacklogBudgetLater.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
-                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle"):
+                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle", "BacklogBudgetLater"):
         assert f"public import Serq.{mod}\n" in serq
 
 
