@@ -51,6 +51,7 @@ public import Serq.BacklogBudgetArrive
 public import Serq.BacklogBudgetResets
 public import Serq.BacklogBudgetWork
 public import Serq.BacklogBudgetIdle
+public import Serq.BacklogBudgetCaps
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock

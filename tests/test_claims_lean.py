@@ -475,7 +475,9 @@ def test_dai_backlog_chunked_family_and_proof():
 # the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean); the idle gaps and the
 # first record on every run whose engine runs an iteration at every step with a first turn due
 # (Serq.BacklogBudget.idle_gaps, start_pos, first_record, and backlog_of_resets with them discharged,
-# Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean); the caps never binding on every run whose
+# steps have at most K requests in flight (Serq.BacklogBudget.run_caps, with one plan and one step:
+# plan_caps, plan_caps_short, step_caps, BacklogBudgetCaps.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -543,9 +545,14 @@ def test_budget_cut_groundwork_is_stated_and_registered():
         assert f"theorem {name} " in idle
     assert "BacklogBudget.arrivedBy ((run eng ss fuel (init ss)).records[i + 1].start - 1) ss =" in idle
     assert scan_source(idle, "BacklogBudgetIdle.lean") == []
+    caps = (REPO / "lean" / "Serq" / "BacklogBudgetCaps.lean").read_text()
+    for name in ("run_caps", "run_life", "plan_caps", "plan_caps_short", "step_caps", "step_life", "serveRunning_caps",
+                 "admitHeads_caps", "stepRes_life", "newReq_life", "submit_life"):
+        assert f"theorem {name} " in caps
+    assert scan_source(caps, "BacklogBudgetCaps.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
-                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle"):
+                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle", "BacklogBudgetCaps"):
         assert f"public import Serq.{mod}\n" in serq
 
 
