@@ -478,7 +478,9 @@ def test_dai_backlog_chunked_family_and_proof():
 # Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean); a record serving less than its demand
 # followed by the next one step later on every run of the mixed schedule with a positive budget, and so
 # hstep from the resets of the whole-demand iterations (Serq.BacklogBudget.step_later, hstep_of_resets,
-# backlog_of_whole_resets, BacklogBudgetLater.lean). These tests check the candidate engine statement, C = K * (D - 1), on
+# backlog_of_whole_resets, BacklogBudgetLater.lean); the caps never binding on every run whose
+# steps have at most K requests in flight (Serq.BacklogBudget.run_caps, with one plan and one step:
+# plan_caps, plan_caps_short, step_caps, BacklogBudgetCaps.lean). These tests check the candidate engine statement, C = K * (D - 1), on
 # the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
 # W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
 
@@ -552,9 +554,15 @@ def test_budget_cut_groundwork_is_stated_and_registered():
         assert f"theorem {name} " in later
     assert "(run eng ss fuel (init ss)).records[i + 1].start = (run eng ss fuel (init ss)).records[i].start + 1 :=" in later
     assert scan_source(later, "BacklogBudgetLater.lean") == []
+    caps = (REPO / "lean" / "Serq" / "BacklogBudgetCaps.lean").read_text()
+    for name in ("run_caps", "run_life", "plan_caps", "plan_caps_short", "step_caps", "step_life", "serveRunning_caps",
+                 "admitHeads_caps", "stepRes_life", "newReq_life", "submit_life"):
+        assert f"theorem {name} " in caps
+    assert scan_source(caps, "BacklogBudgetCaps.lean") == []
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
-                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle", "BacklogBudgetLater"):
+                "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle", "BacklogBudgetLater",
+                "BacklogBudgetCaps"):
         assert f"public import Serq.{mod}\n" in serq
 
 
