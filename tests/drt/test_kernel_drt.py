@@ -70,6 +70,20 @@ def test_a_generated_server_stays_within_the_block_depth_under_a_deep_turn():
     validate(kernel_case(random.Random(568654171)).program)
 
 
+def test_a_loop_trimmed_to_the_block_depth_goes_with_its_exit():
+    """Seed 7046078 drew a server `loop` at the block depth's last level: the trim to the language's limit
+    dropped the `branch (sc1 >= 0) { end; }` it leaves by and kept the loop, which ran a million
+    statements at one instant (the interpreter stopped it; one case in about 60 000, so a 10 000-case
+    campaign met one now and then). A loop goes with its exit: every generated `loop` keeps it."""
+    program = kernel_case(random.Random(7046078)).program
+    loops = [s for s in ir.walk(program) if isinstance(s, ir.LoopStmt)]
+    assert loops
+    for loop in loops:
+        assert any(isinstance(s, ir.BranchStmt) and any(isinstance(t, ir.EndStmt) for t in s.then)
+                   for s in loop.body), loop
+    observe_kernel(kernel_case(random.Random(7046078)))  # ends, as the run of every generated program must
+
+
 @pytest.mark.lean
 def test_lean_agrees_on_generated_kernel_programs():
     if len(COLLECTED) < KERNEL_DRT_CASES:
@@ -677,11 +691,20 @@ def test_a_case_line_is_the_programs_tokens(seed):
     assert line[len(line) - len(tail):] == [str(x) for x in tail]
 
 
+def _observed_seed(seed: int) -> KernelObserved:
+    """The interpreter's run of the seed's case; a run that fails names its seed (the campaign's seed is
+    drawn afresh each run, so without it the case could not be made again)."""
+    try:
+        return observe_kernel(kernel_case(random.Random(seed)))
+    except Exception as e:  # noqa: BLE001 (any failure of the interpreter on a generated case)
+        pytest.fail(f"the interpreter failed on kernel_case(random.Random({seed})) (SERQ_KERNEL_DRT_SEED={SEED}): "
+                    f"{type(e).__name__}: {e}")
+
+
 @pytest.mark.lean
 def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
     t0 = time.monotonic()
-    items = [(SEED + i, None, observe_kernel(kernel_case(random.Random(SEED + i))))
-             for i in range(KERNEL_DRT_COMPILED)]
+    items = [(SEED + i, None, _observed_seed(SEED + i)) for i in range(KERNEL_DRT_COMPILED)]
     python_seconds = time.monotonic() - t0
     # the planted bugs' cases ride along: their lines must be the ones that diverge
     wrong_runs = [(case, wrong) for bug in sorted(PLANTED) for _, case, wrong in _planted_cases(bug)]
