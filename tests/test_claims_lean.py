@@ -517,6 +517,15 @@ def test_budget_cut_backlog_fails_when_the_arrivals_outrun_the_budget(tmp_path):
     assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 2, 1)
 
 
+def _stated(module: str, names: tuple[str, ...]) -> str:
+    """The text of `lean/Serq/<module>.lean`, after checking that it states each theorem and passes the scan."""
+    text = (REPO / "lean" / "Serq" / f"{module}.lean").read_text()
+    for name in names:
+        assert f"theorem {name} " in text, (module, name)
+    assert scan_source(text, f"{module}.lean") == []
+    return text
+
+
 def test_budget_cut_groundwork_is_stated_and_registered():
     text = (REPO / "lean" / "Serq" / "BacklogBudget.lean").read_text()
     assert "theorem BacklogBudget.conserve" in text and "arrived i * W ≤ served i + W + C" in text
@@ -524,14 +533,8 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     run = (REPO / "lean" / "Serq" / "BacklogBudgetRun.lean").read_text()
     assert "theorem BacklogBudget.served_next" in run and "theorem BacklogBudget.start_next" in run
     assert scan_source(run, "BacklogBudgetRun.lean") == []
-    short = (REPO / "lean" / "Serq" / "BacklogBudgetShort.lean").read_text()
-    for name in ("BacklogBudget.short_decodes", "plan_short", "plan_sched_le"):
-        assert f"theorem {name} " in short
-    assert scan_source(short, "BacklogBudgetShort.lean") == []
-    sound = (REPO / "lean" / "Serq" / "BacklogBudgetSound.lean").read_text()
-    for name in ("BacklogBudget.decode_left", "BacklogBudget.short_left", "run_sound"):
-        assert f"theorem {name} " in sound
-    assert scan_source(sound, "BacklogBudgetSound.lean") == []
+    _stated("BacklogBudgetShort", ("BacklogBudget.short_decodes", "plan_short", "plan_sched_le"))
+    _stated("BacklogBudgetSound", ("BacklogBudget.decode_left", "BacklogBudget.short_left", "run_sound"))
     arrive = (REPO / "lean" / "Serq" / "BacklogBudgetArrive.lean").read_text()
     assert "theorem BacklogBudget.arrived_count " in arrive and "x.arrived = BacklogBudget.arrivedBy x.start ss" in arrive
     assert "theorem BacklogBudget.arrivals_spaced " in arrive
@@ -542,23 +545,15 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     assert "theorem stepAll_work " in work and "theorem plan_sched_rem " in work
     assert scan_source(work, "BacklogBudgetWork.lean") == []
     assert scan_source(arrive, "BacklogBudgetArrive.lean") == []
-    idle = (REPO / "lean" / "Serq" / "BacklogBudgetIdle.lean").read_text()
-    for name in ("BacklogBudget.idle_gaps", "BacklogBudget.start_pos", "BacklogBudget.first_record",
-                 "BacklogBudget.backlog_of_resets_run", "step_gap", "run_gap", "step_pos"):
-        assert f"theorem {name} " in idle
+    idle = _stated("BacklogBudgetIdle", ("BacklogBudget.idle_gaps", "BacklogBudget.start_pos", "BacklogBudget.first_record",
+                                         "BacklogBudget.backlog_of_resets_run", "step_gap", "run_gap", "step_pos"))
     assert "BacklogBudget.arrivedBy ((run eng ss fuel (init ss)).records[i + 1].start - 1) ss =" in idle
-    assert scan_source(idle, "BacklogBudgetIdle.lean") == []
-    later = (REPO / "lean" / "Serq" / "BacklogBudgetLater.lean").read_text()
-    for name in ("BacklogBudget.step_later", "BacklogBudget.hstep_of_resets", "BacklogBudget.backlog_of_whole_resets",
-                 "step_progress", "step_left", "plan_progress", "run_linv"):
-        assert f"theorem {name} " in later
+    later = _stated("BacklogBudgetLater", ("BacklogBudget.step_later", "BacklogBudget.hstep_of_resets",
+                                           "BacklogBudget.backlog_of_whole_resets", "step_progress", "step_left",
+                                           "plan_progress", "run_linv"))
     assert "(run eng ss fuel (init ss)).records[i + 1].start = (run eng ss fuel (init ss)).records[i].start + 1 :=" in later
-    assert scan_source(later, "BacklogBudgetLater.lean") == []
-    caps = (REPO / "lean" / "Serq" / "BacklogBudgetCaps.lean").read_text()
-    for name in ("run_caps", "run_life", "plan_caps", "plan_caps_short", "step_caps", "step_life", "serveRunning_caps",
-                 "admitHeads_caps", "stepRes_life", "newReq_life", "submit_life"):
-        assert f"theorem {name} " in caps
-    assert scan_source(caps, "BacklogBudgetCaps.lean") == []
+    _stated("BacklogBudgetCaps", ("run_caps", "run_life", "plan_caps", "plan_caps_short", "step_caps", "step_life",
+                                  "serveRunning_caps", "admitHeads_caps", "stepRes_life", "newReq_life", "submit_life"))
     serq = (REPO / "lean" / "Serq.lean").read_text()
     for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
                 "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle", "BacklogBudgetLater",
