@@ -561,6 +561,18 @@ def test_budget_cut_groundwork_is_stated_and_registered():
         assert f"public import Serq.{mod}\n" in serq
 
 
+def test_budget_cut_progress_is_stated_and_registered():
+    progress = _stated("BacklogBudgetProgress", (
+        "BacklogBudget.run_progress", "BacklogBudget.run_later", "BacklogBudget.run_later_succ",
+        "BacklogBudget.backlog_of_caps", "step_admits", "plan_admits", "plan_wait", "admitHeads_pos", "step_fresh",
+        "run_fresh", "newReq_fresh", "submit_new", "not_settled", "step_settled", "run_succ_step"))
+    # `run_progress` concludes exactly the hypothesis `hp` of `idle_gaps` / `backlog_of_whole_resets`
+    assert ("countFirst (duePending (run eng ss k (init ss)).now (run eng ss k (init ss)).pending).1 ≠ 0 →\n"
+            "        (step eng ss (run eng ss k (init ss))).records ≠ (run eng ss k (init ss)).records := by") in progress
+    assert "(BacklogBudget.run_progress eng hph hb ss K P D hK0 hD hK hkv H) hreset" in progress
+    assert "public import Serq.BacklogBudgetProgress\n" in (REPO / "lean" / "Serq.lean").read_text()
+
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"
