@@ -78,7 +78,7 @@ theorem reqsLeft_appendReq : ∀ (w : List Req) (r : Req), reqsLeft (appendReq w
   | x :: xs, r => by simp only [appendReq, reqsLeft, reqsLeft_appendReq xs r]; omega
 
 /-- A request that knows only its prompt (at least one token) and has no prefix hit. -/
-def Fresh (rq : Req) : Prop :=
+def Pristine (rq : Req) : Prop :=
   rq.kept = rq.prompt ∧ rq.computed = 0 ∧ rq.hit = 0 ∧ 0 < rq.prompt
 
 /-! ## The plan keeps the work -/
@@ -208,8 +208,8 @@ theorem admOk_trans (p p' q : Plan) (h1 : AdmOk p p') (h2 : AdmOk p' q) : AdmOk 
     · exact Or.inr (by omega)
   · exact Or.inr (by omega)
 
-/-- A request as `submit` makes it without a prefix cache: `Fresh` and never admitted. -/
-def New (rq : Req) : Prop := Fresh rq ∧ rq.admitted = false
+/-- A request as `submit` makes it without a prefix cache: `Pristine` and never admitted. -/
+def New (rq : Req) : Prop := Pristine rq ∧ rq.admitted = false
 
 /-- Admitting fresh heads (no `only`) keeps the work: a head's `prompt + (out - 1)` becomes a prefill of
 `remaining = prompt` with `out - 1` decode tokens to come, and takes at least one token. -/
