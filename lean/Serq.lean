@@ -52,6 +52,7 @@ public import Serq.BacklogBudgetResets
 public import Serq.BacklogBudgetWork
 public import Serq.BacklogBudgetIdle
 public import Serq.BacklogBudgetLater
+public import Serq.BacklogBudgetBalance
 public import Serq.BacklogBudgetCaps
 public import Serq.BacklogBudgetProgress
 public import Serq.DriftMachine

@@ -517,6 +517,17 @@ def test_budget_cut_backlog_fails_when_the_arrivals_outrun_the_budget(tmp_path):
     assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 2, 1)
 
 
+def test_budget_cut_balance_is_stated_and_registered():
+    # issue 14, result 2(b): the admission half of the work conservation and the resets it gives
+    text = _stated("BacklogBudgetBalance", ("BacklogBudget.step_balance", "BacklogBudget.run_balance",
+                                            "BacklogBudget.short_reset", "BacklogBudget.empty_reset", "step_bal",
+                                            "run_bal", "plan_bal", "admit_bal", "serve_bal", "submit_work",
+                                            "stepAll_bal", "run_origin", "run_nopre", "gapped_one"))
+    assert "def workLeft (m : Machine) : Nat := resLeft m.running + reqsLeft m.waiting" in text
+    assert "x.arrived * (P + (D - 1)) ≤ x.served + x.tokens + K * (D - 1)" in text
+    assert "public import Serq.BacklogBudgetBalance\n" in (REPO / "lean" / "Serq.lean").read_text()
+
+
 def _stated(module: str, names: tuple[str, ...]) -> str:
     """The text of `lean/Serq/<module>.lean`, after checking that it states each theorem and passes the scan."""
     text = (REPO / "lean" / "Serq" / f"{module}.lean").read_text()
