@@ -263,6 +263,231 @@ theorem step_anc (eng : Engine) (hph : eng.phased = false) (hc : eng.caching = f
         · omega
         · rw [hn, Nat.add_sub_cancel, ha, Nat.zero_mul]; omega
 
+/-! ## The invariant kept by every step -/
+
+/-- Under the caps, a step leaves waiting only requests of its queue after submission. -/
+theorem step_wait_mem (eng : Engine) (ss : List Session) (m : Machine) (K bW : Nat)
+    (hK : K ≤ eng.reqsCap) (hkv : K * bW ≤ eng.kvBlocks)
+    (hn : resCount m.running + reqCount (submit eng ss (duePending m.now m.pending).1 m.waiting) ≤ K)
+    (hres : ∀ r ∈ m.running, Life eng.blockSize bW r)
+    (hw : ∀ rq ∈ submit eng ss (duePending m.now m.pending).1 m.waiting, ReqLife eng.blockSize bW rq) :
+    ∀ rq ∈ (step eng ss m).waiting, rq ∈ submit eng ss (duePending m.now m.pending).1 m.waiting := by
+  unfold step
+  generalize duePending m.now m.pending = dl at hn hw ⊢
+  obtain ⟨due, later⟩ := dl
+  simp only at hn hw ⊢
+  generalize submit eng ss due m.waiting = waiting at hn hw ⊢
+  by_cases h1 : noRes m.running = true ∧ noReq waiting = true
+  · rw [if_pos h1]; split <;> exact fun rq h => h
+  · rw [if_neg h1]
+    generalize (if eng.chunk > 0 ∧ resCount m.running + reqCount waiting > 1 then eng.chunk else 0) = chunk
+    obtain ⟨hpre, _⟩ := plan_caps eng chunk m waiting K bW hK hkv hn hres hw
+    have hsub := plan_wait eng chunk m waiting hpre
+    by_cases h2 : batchTokens (plan eng chunk m waiting).done = 0 ∧ (plan eng chunk m waiting).preempted = 0
+    · rw [if_pos h2]; first | exact fun rq h => h | (split <;> exact fun rq h => h)
+    · rw [if_neg h2]
+      simp only [apply_waiting]
+      exact fun x hx => hsub x hx
+
+/-- The invariant of the final assembly (`W = P + (D − 1)`, `bW = blocksFor blockSize (P + D − 1)`): the
+gaps (`GapInv`), soundness, the residents and the queue within `bW` blocks to their last positions, the queue
+`Fresh`, the balance, every waiting request of work at least `W`, every record before the clock, the anchor,
+and the bound on every record. (The buckets' invariant is carried apart, as `J` in `run_fin`.) -/
+def FinInv (eng : Engine) (ss : List Session) (P D C : Nat) (m : Machine) : Prop :=
+  GapInv ss m ∧ Sound ss m ∧
+    (∀ r ∈ m.running, Life eng.blockSize (blocksFor eng.blockSize (P + D - 1)) r) ∧
+    (∀ rq ∈ m.waiting, ReqLife eng.blockSize (blocksFor eng.blockSize (P + D - 1)) rq) ∧
+    (∀ rq ∈ m.waiting, Fresh rq) ∧ Bal ss P D m ∧
+    (∀ rq ∈ m.waiting, P + (D - 1) ≤ rq.prompt + (rq.out - 1)) ∧ StartsBefore m ∧
+    Anc ss eng.budget (P + (D - 1)) C m ∧
+    ∀ x ∈ m.records, x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + C
+
+/-- **One step keeps the invariant** (issue 14, result 2(b)), with `K = R + (W + C) / W`: an engine of the mixed
+schedule (`phased = false`) without a chunk cap and without a prefix cache, a positive budget, sessions at
+least `g` apart of one turn of `P > 0` prompt tokens and `D > 0` output tokens (`GappedDecode`),
+`W ≤ budget · g`, `K ≤ reqsCap`, `K · blocksFor blockSize (P + D − 1) ≤ kvBlocks`; a machine with the
+invariant, at most `R` residents (`hcount`, the buckets' I1/I2 before the step), and, when its plan preempts
+nothing, after the step the residents' work at most `C` if they all decode (`hsum`, the buckets' I2 after the
+step: `sumRem ≤ M · (D · (D − 1) / 2)`). Then the machine after the step has the invariant, and the step's
+plan preempts nothing (`NoPre`) with `StepOk`. -/
+theorem step_fin (eng : Engine) (hph : eng.phased = false) (hch : eng.chunk = 0) (hc : eng.caching = false)
+    (hb : 0 < eng.budget) (ss : List Session) (P D R C g x : Nat) (hP : 0 < P) (hD : 0 < D) (hg : 0 < g)
+    (hwk : GappedDecode g P D x ss) (hW : P + (D - 1) ≤ eng.budget * g)
+    (hK : R + (P + (D - 1) + C) / (P + (D - 1)) ≤ eng.reqsCap)
+    (hkv : (R + (P + (D - 1) + C) / (P + (D - 1))) * blocksFor eng.blockSize (P + D - 1) ≤ eng.kvBlocks)
+    (m : Machine) (h : FinInv eng ss P D C m) (hcount : resCount m.running ≤ R)
+    (hsum : NoPre eng ss m → (∀ y ∈ (step eng ss m).running, y.decoding = true) →
+      resLeft (step eng ss m).running ≤ C) :
+    FinInv eng ss P D C (step eng ss m) ∧ NoPre eng ss m ∧
+      StepOk eng ss (R + (P + (D - 1) + C) / (P + (D - 1))) P D m := by
+  obtain ⟨hgap, hsound, hL, hQ, hF, hbal, hwh, hbef, hanc, hrec⟩ := h
+  have hK0 : 0 < R + (P + (D - 1) + C) / (P + (D - 1)) := by
+    have : 1 ≤ (P + (D - 1) + C) / (P + (D - 1)) := (Nat.le_div_iff_mul_le (by omega)).mpr (by omega)
+    omega
+  have hfit : blocksFor eng.blockSize P ≤ eng.kvBlocks := by
+    have e1 := Backlog.blocksFor_mono eng.blockSize (show P ≤ P + D - 1 by omega)
+    have e2 := Nat.mul_le_mul_right (blocksFor eng.blockSize (P + D - 1))
+      (show 1 ≤ R + (P + (D - 1) + C) / (P + (D - 1)) from hK0)
+    rw [Nat.one_mul] at e2
+    generalize (R + (P + (D - 1) + C) / (P + (D - 1))) * blocksFor eng.blockSize (P + D - 1) = A at e2 hkv
+    omega
+  have hw3 := gapped_one g P D x ss hwk
+  have hw' : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.out - 1 = D - 1 := fun s hs => by
+    obtain ⟨t, a, _, b⟩ := hw3 s hs; exact ⟨t, a, b⟩
+  have hok := stepOk_of eng hc ss P D R C g x hP hD hg hfit hwk hW m hbal hgap.1 hwh hanc hcount
+  obtain ⟨hn, hdue⟩ := hok
+  have hsw := submit_life eng ss P D hD _ m.waiting hQ hdue
+  have hpre : NoPre eng ss m := fun chunk => (plan_caps eng chunk m _ _ _ hK hkv hn hL hsw).1
+  obtain ⟨l1, l2⟩ := step_life eng ss m _ _ hK hkv hn hL hsw
+  have f1 := step_fresh eng ss m _ _ hK hkv hn hL hsw (fun p hp => (hdue p hp).1) hF
+  have hbal' := step_bal eng hph hc ss P D hP hfit hw' m hbal hpre
+  have hsub := step_wait_mem eng ss m _ _ hK hkv hn hL hsw
+  have hpend : ∀ p ∈ (duePending m.now m.pending).1, PendOk ss P p :=
+    fun p hp => hbal.2.2.2 p (mem_due m.now m.pending p hp)
+  have hwh' : ∀ rq ∈ (step eng ss m).waiting, P + (D - 1) ≤ rq.prompt + (rq.out - 1) :=
+    fun rq hrq => submit_whole eng ss P D hw' _ m.waiting hpend hwh rq (hsub rq hrq)
+  have hsound' := step_sound eng ss hph m hsound
+  have hadm : ∀ rq ∈ submit eng ss (duePending m.now m.pending).1 m.waiting,
+      (step eng ss m).records ≠ m.records := by
+    intro rq hrq
+    have hfr := submit_fresh eng ss _ m.waiting hF (fun p hp => (hdue p hp).1) rq hrq
+    obtain ⟨rec, hr, _⟩ := step_admits eng hph hb ss m _ _ hK hkv hn hL hsw rq hrq hfr
+    rw [hr]; exact appendRecord_ne _ _
+  have hgap' : GapInv ss (step eng ss m) := by
+    apply step_gap eng ss m hgap
+    intro hcf
+    obtain ⟨p, hpd⟩ : ∃ p, p ∈ (duePending m.now m.pending).1 := by
+      cases h : (duePending m.now m.pending).1 with
+      | nil => rw [h] at hcf; exact (hcf rfl).elim
+      | cons p _ => exact ⟨p, List.mem_cons_self⟩
+    obtain ⟨h1, h2, _⟩ := hdue p hpd
+    have hf : blocksFor eng.blockSize p.prompt ≤ eng.kvBlocks := by
+      have := Backlog.blocksFor_mono eng.blockSize (show p.prompt ≤ P by omega); omega
+    exact hadm _ (submit_new eng ss _ _ p hpd hf)
+  have hidle : (step eng ss m).records = m.records →
+      m.running = [] ∧ submit eng ss (duePending m.now m.pending).1 m.waiting = [] := by
+    intro hr
+    refine ⟨?_, ?_⟩
+    · cases hrun : m.running with
+      | nil => rfl
+      | cons y ys =>
+        exfalso
+        have hy : y ∈ m.running := by rw [hrun]; exact List.mem_cons_self
+        obtain ⟨rec, hr', _⟩ := step_progress eng hph hb ss m ⟨y, hy, hbal.2.2.1 y hy⟩
+        exact appendRecord_ne _ _ (hr'.symm.trans hr)
+    · cases hs : submit eng ss (duePending m.now m.pending).1 m.waiting with
+      | nil => rfl
+      | cons rq _ =>
+        exfalso
+        exact hadm rq (by rw [hs]; exact List.mem_cons_self) hr
+  have hshort : ∀ y ∈ (step eng ss m).records, y ∉ m.records → y.tokens < eng.budget →
+      workLeft (step eng ss m) ≤ C := by
+    intro y hy hym hs
+    have hq := (step_caps eng ss m _ _ hK hkv hn hL hsw y hy hym).2 hs
+    have hdec := short_decodes eng hph hch ss m y hy hym hs
+    have hall : ∀ z ∈ (step eng ss m).running, z.decoding = true := by
+      intro z hz
+      rcases hdec z hz with e | e
+      · exact e
+      · have := hbal'.2.2.1 z hz; omega
+    have := hsum hpre hall
+    unfold workLeft
+    rw [hq]
+    simp only [reqsLeft, Nat.add_zero]
+    exact this
+  have hanc' := step_anc eng hph hc ss P D C hP hfit hw' m hbal hpre hbef hanc hgap' hidle hshort
+  have hbef' := (step_before eng ss m hbef).1
+  have hrec' : ∀ y ∈ (step eng ss m).records,
+      y.arrived * (P + (D - 1)) ≤ y.served + (P + (D - 1)) + C := by
+    intro y hy
+    by_cases hym : y ∈ m.records
+    · exact hrec y hym
+    · have e4 := step_rec_served eng ss m y hy hym
+      have e5 : y.arrived = arrivedBy y.start ss := hgap'.1.2 y hy
+      have hst : y.start = m.now := by
+        rcases step_cases eng ss m with ⟨hr, _⟩ | ⟨rec, hr, hst, _⟩
+        · rw [hr] at hy; exact absurd hy hym
+        · rw [hr, mem_appendRecord] at hy
+          rcases hy with hy | hy
+          · exact absurd hy hym
+          · rw [hy]; exact hst
+      have := anc_now ss eng.budget (P + (D - 1)) C g P D x hg hwk hW m hanc
+      rw [e5, hst, e4]; exact this
+  exact ⟨⟨hgap', hsound', l1, l2, f1, hbal', hwh', hbef', hanc', hrec'⟩, hpre, hn, hdue⟩
+
+/-- The invariant at the start of a run, for sessions at least `g` apart from time 1 on. -/
+theorem init_fin (eng : Engine) (ss : List Session) (P D C g : Nat) (hP : 0 < P) (hg : 0 < g)
+    (hwk : GappedDecode g P D 1 ss) : FinInv eng ss P D C (init ss) := by
+  have hw3 := gapped_one g P D 1 ss hwk
+  have hw'' : ∀ s ∈ ss, ∃ t, s.turns = [t] ∧ t.new = P := fun s hs => by
+    obtain ⟨t, a, b, _⟩ := hw3 s hs; exact ⟨t, a, b⟩
+  have hnew : ∀ s ∈ ss, ∀ t ∈ s.turns.head?, 0 < t.new := by
+    intro s hs t ht
+    obtain ⟨t', h1, h2, _⟩ := hw3 s hs
+    rw [h1] at ht
+    simp only [List.head?_cons, Option.mem_def, Option.some.injEq] at ht
+    subst ht; omega
+  have hz : arrivedBy 0 ss = 0 := by
+    have h1 := arrivedBy_le g P D hg 1 0 ss hwk
+    have h2 : arrivedBy 0 ss * g < 1 * g := by omega
+    have := Nat.lt_of_mul_lt_mul_right h2
+    omega
+  refine ⟨⟨⟨fun t _ => by simp [init, firstTurns_firstBy], fun _ h => by simp [init] at h⟩,
+      DriftMachine.firstTurns_sorted 0 ss, rfl, fun t ht => by simp [init] at ht⟩,
+    init_sound ss hnew, by simp [init], by simp [init], by simp [init], init_bal ss P D hw'',
+    by simp [init], fun _ h => by simp [init] at h, Or.inr hz, fun _ h => by simp [init] at h⟩
+
+/-- **The invariant over a run**, with the buckets' invariant `J` carried alongside: `J` bounds the residents
+(`hJc`, `resCount ≤ R`), and a step whose plan preempts nothing keeps it and leaves the residents' work at
+most `C` when they all decode (`hJs`). -/
+theorem run_fin (eng : Engine) (hph : eng.phased = false) (hch : eng.chunk = 0) (hc : eng.caching = false)
+    (hb : 0 < eng.budget) (ss : List Session) (P D R C g x : Nat) (hP : 0 < P) (hD : 0 < D) (hg : 0 < g)
+    (hwk : GappedDecode g P D x ss) (hW : P + (D - 1) ≤ eng.budget * g)
+    (hK : R + (P + (D - 1) + C) / (P + (D - 1)) ≤ eng.reqsCap)
+    (hkv : (R + (P + (D - 1) + C) / (P + (D - 1))) * blocksFor eng.blockSize (P + D - 1) ≤ eng.kvBlocks)
+    (J : Machine → Prop)
+    (hJc : ∀ m, FinInv eng ss P D C m → J m → resCount m.running ≤ R)
+    (hJs : ∀ m, FinInv eng ss P D C m → J m → NoPre eng ss m →
+      J (step eng ss m) ∧
+        ((∀ y ∈ (step eng ss m).running, y.decoding = true) → resLeft (step eng ss m).running ≤ C)) :
+    ∀ (fuel : Nat) (m : Machine), FinInv eng ss P D C m → J m →
+      FinInv eng ss P D C (run eng ss fuel m) ∧ J (run eng ss fuel m)
+  | 0, _, h, hj => ⟨h, hj⟩
+  | fuel + 1, m, h, hj => by
+    simp only [run]
+    split
+    · exact ⟨h, hj⟩
+    · obtain ⟨h', hpre, _⟩ := step_fin eng hph hch hc hb ss P D R C g x hP hD hg hwk hW hK hkv m h
+        (hJc m h hj) (fun hpre => (hJs m h hj hpre).2)
+      exact run_fin eng hph hch hc hb ss P D R C g x hP hD hg hwk hW hK hkv J hJc hJs fuel _ h'
+        (hJs m h hj hpre).1
+
 end BacklogBudget
+
+/-- **The bounded backlog when the budget cuts prompts, modulo the buckets** (Dai et al. 2025, Th. 2(b);
+issue 14, result 2(b)). An engine of vLLM's mixed schedule (`phased = false`) without a chunk cap
+(`chunk = 0`) and without a prefix cache (`caching = false`), a positive budget, sessions at least `g > 0`
+apart from time 1 on, each one turn of `P > 0` prompt tokens and `D > 0` output tokens (`GappedDecode g P D 1`),
+`W = P + (D − 1) ≤ budget · g`, `K = R + (W + C) / W ≤ reqsCap`, `K · blocksFor blockSize (P + D − 1) ≤
+kvBlocks`, and an invariant `J` of the machine (the buckets' I1 ∧ I2, `R = (D − 1) · M + 1`,
+`C = M · (D · (D − 1) / 2)`) that holds at `init`, bounds the residents by `R`, and is kept by every step whose
+plan preempts nothing, after which the residents' work is at most `C` when they all decode. Then for any
+fuel every record of the run has `x.arrived · W ≤ x.served + W + C`. -/
+theorem BacklogBudget.backlog_budget_of (eng : Engine) (hph : eng.phased = false) (hch : eng.chunk = 0)
+    (hc : eng.caching = false) (hb : 0 < eng.budget) (ss : List Session) (P D R C g : Nat)
+    (hP : 0 < P) (hD : 0 < D) (hg : 0 < g) (hwk : GappedDecode g P D 1 ss)
+    (hW : P + (D - 1) ≤ eng.budget * g)
+    (hK : R + (P + (D - 1) + C) / (P + (D - 1)) ≤ eng.reqsCap)
+    (hkv : (R + (P + (D - 1) + C) / (P + (D - 1))) * blocksFor eng.blockSize (P + D - 1) ≤ eng.kvBlocks)
+    (J : Machine → Prop) (hJ0 : J (init ss))
+    (hJc : ∀ m, BacklogBudget.FinInv eng ss P D C m → J m → resCount m.running ≤ R)
+    (hJs : ∀ m, BacklogBudget.FinInv eng ss P D C m → J m → BacklogBudget.NoPre eng ss m →
+      J (step eng ss m) ∧
+        ((∀ y ∈ (step eng ss m).running, y.decoding = true) →
+          BacklogBudget.resLeft (step eng ss m).running ≤ C))
+    (fuel : Nat) :
+    ∀ x ∈ (run eng ss fuel (init ss)).records, x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + C :=
+  (BacklogBudget.run_fin eng hph hch hc hb ss P D R C g 1 hP hD hg hwk hW hK hkv J hJc hJs fuel (init ss)
+    (BacklogBudget.init_fin eng ss P D C g hP hg hwk) hJ0).1.2.2.2.2.2.2.2.2.2
 
 end Serq
