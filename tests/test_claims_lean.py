@@ -530,7 +530,8 @@ def test_budget_cut_balance_is_stated_and_registered():
 
 def test_budget_cut_final_is_stated_and_registered():
     # issue 14, result 2(b): the anchor on the machine, the invariant kept by every step, the bound modulo the buckets
-    text = _stated("BacklogBudgetFinal", ("BacklogBudget.backlog_budget_of", "anchorM_now", "anc_now", "anchorM_full",
+    text = _stated("BacklogBudgetFinal", ("BacklogBudget.backlog_budget_of", "BacklogBudget.backlog_budget_mod",
+                                          "anchorM_now", "anc_now", "anchorM_full",
                                           "anchorM_reset", "stepOk_of", "step_anc", "step_fin", "init_fin", "run_fin"))
     assert "x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + C" in text
     assert "StepOk eng ss (R + (P + (D - 1) + C) / (P + (D - 1))) P D m" in text

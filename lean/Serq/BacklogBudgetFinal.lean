@@ -490,4 +490,30 @@ theorem BacklogBudget.backlog_budget_of (eng : Engine) (hph : eng.phased = false
   (BacklogBudget.run_fin eng hph hch hc hb ss P D R C g 1 hP hD hg hwk hW hK hkv J hJc hJs fuel (init ss)
     (BacklogBudget.init_fin eng ss P D C g hP hg hwk) hJ0).1.2.2.2.2.2.2.2.2.2
 
+/-- **`backlog_budget_of` with the buckets' constants**: `M = 1 + budget / P`, `R = (D − 1) · M + 1` residents at
+most, `C = M · (D · (D − 1) / 2)` tokens left after a short iteration, `K = R + (W + C) / W`; the same hypotheses,
+`J` the buckets' invariant. -/
+theorem BacklogBudget.backlog_budget_mod (eng : Engine) (hph : eng.phased = false) (hch : eng.chunk = 0)
+    (hc : eng.caching = false) (hb : 0 < eng.budget) (ss : List Session) (P D g : Nat)
+    (hP : 0 < P) (hD : 0 < D) (hg : 0 < g) (hwk : GappedDecode g P D 1 ss)
+    (hW : P + (D - 1) ≤ eng.budget * g)
+    (hK : (D - 1) * (1 + eng.budget / P) + 1 +
+        (P + (D - 1) + (1 + eng.budget / P) * (D * (D - 1) / 2)) / (P + (D - 1)) ≤ eng.reqsCap)
+    (hkv : ((D - 1) * (1 + eng.budget / P) + 1 +
+        (P + (D - 1) + (1 + eng.budget / P) * (D * (D - 1) / 2)) / (P + (D - 1))) *
+          blocksFor eng.blockSize (P + D - 1) ≤ eng.kvBlocks)
+    (J : Machine → Prop) (hJ0 : J (init ss))
+    (hJc : ∀ m, BacklogBudget.FinInv eng ss P D ((1 + eng.budget / P) * (D * (D - 1) / 2)) m → J m →
+      resCount m.running ≤ (D - 1) * (1 + eng.budget / P) + 1)
+    (hJs : ∀ m, BacklogBudget.FinInv eng ss P D ((1 + eng.budget / P) * (D * (D - 1) / 2)) m → J m →
+      BacklogBudget.NoPre eng ss m →
+      J (step eng ss m) ∧
+        ((∀ y ∈ (step eng ss m).running, y.decoding = true) →
+          BacklogBudget.resLeft (step eng ss m).running ≤ (1 + eng.budget / P) * (D * (D - 1) / 2)))
+    (fuel : Nat) :
+    ∀ x ∈ (run eng ss fuel (init ss)).records,
+      x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + (1 + eng.budget / P) * (D * (D - 1) / 2) :=
+  BacklogBudget.backlog_budget_of eng hph hch hc hb ss P D ((D - 1) * (1 + eng.budget / P) + 1)
+    ((1 + eng.budget / P) * (D * (D - 1) / 2)) g hP hD hg hwk hW hK hkv J hJ0 hJc hJs fuel
+
 end Serq
