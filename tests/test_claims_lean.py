@@ -528,6 +528,18 @@ def test_budget_cut_balance_is_stated_and_registered():
     assert "public import Serq.BacklogBudgetBalance\n" in (REPO / "lean" / "Serq.lean").read_text()
 
 
+def test_budget_cut_final_is_stated_and_registered():
+    # issue 14, result 2(b): the anchor on the machine, the invariant kept by every step, the bound modulo the buckets
+    text = _stated("BacklogBudgetFinal", ("BacklogBudget.backlog_budget_of", "BacklogBudget.backlog_budget_mod",
+                                          "anchorM_now", "anc_now", "anchorM_full",
+                                          "anchorM_reset", "stepOk_of", "step_anc", "step_fin", "init_fin", "run_fin"))
+    assert "x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + C" in text
+    assert "StepOk eng ss (R + (P + (D - 1) + C) / (P + (D - 1))) P D m" in text
+    serq = (REPO / "lean" / "Serq.lean").read_text()
+    assert "public import Serq.BacklogBudgetFinal\n" in serq
+    assert serq.index("public import Serq.BacklogBudgetProgress\n") < serq.index("public import Serq.BacklogBudgetFinal\n")
+
+
 def _stated(module: str, names: tuple[str, ...]) -> str:
     """The text of `lean/Serq/<module>.lean`, after checking that it states each theorem and passes the scan."""
     text = (REPO / "lean" / "Serq" / f"{module}.lean").read_text()
