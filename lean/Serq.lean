@@ -54,6 +54,7 @@ public import Serq.BacklogBudgetIdle
 public import Serq.BacklogBudgetLater
 public import Serq.BacklogBudgetCaps
 public import Serq.BacklogBudgetProgress
+public import Serq.BacklogBudgetBuckets
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock
