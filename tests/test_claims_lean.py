@@ -596,6 +596,19 @@ def test_budget_cut_progress_is_stated_and_registered():
     assert "public import Serq.BacklogBudgetProgress\n" in (REPO / "lean" / "Serq.lean").read_text()
 
 
+def test_budget_cut_buckets_is_stated_and_registered():
+    buckets = _stated("BacklogBudgetBuckets", (
+        "BacklogBudget.step_buckets", "BacklogBudget.resid_count", "BacklogBudget.resid_work",
+        "BacklogBudget.run_buckets", "plan_buckets", "serve_inv", "adm_inv", "resid_after", "resid_idle",
+        "stepRes_out", "stepAll_bucket", "decCount_le", "decRem_le", "step_waits", "submit_waits", "run_resid"))
+    # the bounds the final theorem reads: the requests in flight and their work left
+    assert "resCount l ≤ (D - 1) * M + 1" in buckets
+    assert "BacklogMany.sumRem l ≤ M * (D * (D - 1) / 2) + P" in buckets
+    # the counts are the model's own structurally recursive helpers, not List.filter / List.length
+    assert "List.filter" not in buckets and "List.length" not in buckets
+    assert "public import Serq.BacklogBudgetBuckets\n" in (REPO / "lean" / "Serq.lean").read_text()
+
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"
