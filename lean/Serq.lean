@@ -57,6 +57,7 @@ public import Serq.BacklogBudgetCaps
 public import Serq.BacklogBudgetProgress
 public import Serq.BacklogBudgetFinal
 public import Serq.BacklogBudgetBuckets
+public import Serq.BacklogBudgetBound
 public import Serq.DriftMachine
 public import Serq.DriftMachineTime
 public import Serq.DriftMachineClock
