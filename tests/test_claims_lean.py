@@ -609,6 +609,19 @@ def test_budget_cut_buckets_is_stated_and_registered():
     assert "public import Serq.BacklogBudgetBuckets\n" in (REPO / "lean" / "Serq.lean").read_text()
 
 
+def test_budget_cut_bound_is_stated_and_registered():
+    # issue 14, result 2(b): the buckets' invariant plugged into the final assembly, the bound with no hypothesis on the run
+    bound = _stated("BacklogBudgetBound", ("backlog_budget", "backlog_budget_renewal", "bucketInv_init",
+                                           "bucketInv_count", "bucketInv_step", "due_shape", "resLeft_dec"))
+    assert ("x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + (1 + eng.budget / P) * (D * (D - 1) / 2)"
+            in bound)
+    assert "(hw : GappedDecode g P D 1 ss) (fuel : Nat)" in bound
+    assert "(hw : RenewalDecode g P D 0 ss) (fuel : Nat)" in bound
+    serq = (REPO / "lean" / "Serq.lean").read_text()
+    assert "public import Serq.BacklogBudgetBound\n" in serq
+    assert serq.index("public import Serq.BacklogBudgetBuckets\n") < serq.index("public import Serq.BacklogBudgetBound\n")
+
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"

@@ -16,7 +16,8 @@ The last step of the budget-cut case: the buckets' invariant (`Serq.BacklogBudge
 * `bucketInv_step`: a step whose plan preempts nothing keeps `J` (`step_buckets`, `submit_waits`,
   `step_waits`), and after it the residents' work left is at most `M · (D · (D − 1) / 2)` when they all decode
   (`resLeft = decRem` then, `resid_work`);
-* `Serq.backlog_budget`, `Serq.backlog_budget_renewal`: the bounded backlog, with no hypothesis on the run.
+* `Serq.backlog_budget`, `Serq.backlog_budget_renewal`: the bounded backlog, with no hypothesis on the run
+  (`D ≥ 2` through `backlog_budget_mod` and `J`; `D = 1` from `Serq.backlog_decode_gapped`).
 -/
 
 @[expose] public section
@@ -80,7 +81,7 @@ end BacklogBudget
 result 2(b)). An engine of vLLM's mixed schedule (`phased = false`) without a chunk cap (`chunk = 0`) and
 without a prefix cache (`caching = false`), with a positive token budget; sessions at least `g > 0` steps
 apart from time 1 on (`GappedDecode g P D 1`: any arrival times, each at least `g` after the one before),
-each one turn of a `P`-token prompt (`P > 0`) and `D ≥ 2` output tokens, so a request's work is
+each one turn of a `P`-token prompt (`P > 0`) and `D > 0` output tokens, so a request's work is
 `W = P + (D − 1)`. The prompt need not fit in the budget: the budget may cut it over several iterations.
 With `M = 1 + budget / P` (the most prefills one iteration finishes) and `C = M · (D · (D − 1) / 2)`
 (the most decode work left when every resident decodes), assume
@@ -92,10 +93,11 @@ Then, for any fuel, at every iteration of the run the sessions arrived (those du
 times `W` exceed the tokens served before it by at most `W + C`. That the request cap and the KV pool never
 bind, that nothing is preempted, that at most one prefill and `(D − 1) · M` decodes are ever resident, and that
 the queue never holds more than `(W + C) / W` requests are proved, not assumed. (A single output token,
-`D = 1`, is `Serq.backlog_bounded`'s case.) -/
+`D = 1`, where `C = 0` and at most one request is ever in flight, is read off `Serq.backlog_decode_gapped`;
+`D ≥ 2` is the buckets' case.) -/
 theorem backlog_budget (eng : Engine) (g P D : Nat) (ss : List Session)
     (hph : eng.phased = false) (hch : eng.chunk = 0) (hc : eng.caching = false) (hb : 0 < eng.budget)
-    (hP : 0 < P) (hD : 1 < D) (hg : 0 < g) (hW : P + (D - 1) ≤ eng.budget * g)
+    (hP : 0 < P) (hD : 0 < D) (hg : 0 < g) (hW : P + (D - 1) ≤ eng.budget * g)
     (hdec : (D - 1) * (1 + eng.budget / P) ≤ eng.budget)
     (hK : (D - 1) * (1 + eng.budget / P) + 1 +
         (P + (D - 1) + (1 + eng.budget / P) * (D * (D - 1) / 2)) / (P + (D - 1)) ≤ eng.reqsCap)
@@ -104,18 +106,32 @@ theorem backlog_budget (eng : Engine) (g P D : Nat) (ss : List Session)
           blocksFor eng.blockSize (P + D - 1) ≤ eng.kvBlocks)
     (hw : GappedDecode g P D 1 ss) (fuel : Nat) :
     ∀ x ∈ (run eng ss fuel (init ss)).records,
-      x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + (1 + eng.budget / P) * (D * (D - 1) / 2) :=
-  BacklogBudget.backlog_budget_mod eng hph hch hc hb ss P D g hP (by omega) hg hw hW hK hkv
-    (BacklogBudget.BucketInv eng P D) (BacklogBudget.bucketInv_init eng ss P D)
-    (fun m _ hj => BacklogBudget.bucketInv_count eng P D m hj)
-    (fun m hf hj hpre => BacklogBudget.bucketInv_step eng hph hch hc ss P D _ hP hD hdec
-      (BacklogDecode.gapped_turns g P D 1 ss hw) m hf hj hpre)
-    fuel
+      x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + (1 + eng.budget / P) * (D * (D - 1) / 2) := by
+  rcases Nat.lt_or_ge 1 D with hD1 | hD1
+  · exact BacklogBudget.backlog_budget_mod eng hph hch hc hb ss P D g hP hD hg hw hW hK hkv
+      (BacklogBudget.BucketInv eng P D) (BacklogBudget.bucketInv_init eng ss P D)
+      (fun m _ hj => BacklogBudget.bucketInv_count eng P D m hj)
+      (fun m hf hj hpre => BacklogBudget.bucketInv_step eng hph hch hc ss P D _ hP hD1 hdec
+        (BacklogDecode.gapped_turns g P D 1 ss hw) m hf hj hpre)
+      fuel
+  · -- one output token: at most one request is ever in flight (`backlog_decode_gapped`)
+    obtain rfl : D = 1 := by omega
+    simp only [Nat.sub_self, Nat.add_zero, Nat.mul_zero, Nat.zero_mul, Nat.zero_div, Nat.zero_add,
+      Nat.add_sub_cancel, Nat.div_self hP] at hK hkv hW ⊢
+    have hcap : 0 < eng.reqsCap := by omega
+    have hfits : blocksFor eng.blockSize (P + (1 - 1)) ≤ eng.kvBlocks := by
+      rw [Nat.sub_self, Nat.add_zero]
+      exact Nat.le_trans (Nat.le_mul_of_pos_left _ (by omega)) hkv
+    have h := backlog_decode_gapped eng g P 1 ss hcap hfits hP (by simpa using hW) (gapped_mono (Nat.zero_le 1) hw) fuel
+    intro x hx
+    have := h x hx
+    simp only [Nat.sub_self, Nat.add_zero] at this
+    exact this
 
 /-- **The bounded backlog when the budget cuts prompts, for the renewal arrivals** (Dai et al. 2025,
 Theorem 2(b); issue 14, result 2(b)): `backlog_budget` with the sessions arriving one every `g > 0` steps,
 the `k`-th at `(k + 1) · g` (`RenewalDecode g P D 0`), each one turn of a `P`-token prompt (`P > 0`) and
-`D ≥ 2` output tokens; the same engine (mixed schedule, no chunk cap, no prefix cache, a positive budget) and
+`D > 0` output tokens; the same engine (mixed schedule, no chunk cap, no prefix cache, a positive budget) and
 the same hypotheses: `W = P + (D − 1) ≤ budget · g`, `(D − 1) · M ≤ budget` with `M = 1 + budget / P`,
 `K = (D − 1) · M + 1 + (W + C) / W ≤ reqsCap` with `C = M · (D · (D − 1) / 2)`, and
 `K · blocksFor blockSize (P + D − 1) ≤ kvBlocks`. Then at every iteration of every run the sessions arrived
@@ -123,7 +139,7 @@ times `W` exceed the tokens served before it by at most `W + C`. The request cap
 and nothing preempted are proved, not assumed. -/
 theorem backlog_budget_renewal (eng : Engine) (g P D : Nat) (ss : List Session)
     (hph : eng.phased = false) (hch : eng.chunk = 0) (hc : eng.caching = false) (hb : 0 < eng.budget)
-    (hP : 0 < P) (hD : 1 < D) (hg : 0 < g) (hW : P + (D - 1) ≤ eng.budget * g)
+    (hP : 0 < P) (hD : 0 < D) (hg : 0 < g) (hW : P + (D - 1) ≤ eng.budget * g)
     (hdec : (D - 1) * (1 + eng.budget / P) ≤ eng.budget)
     (hK : (D - 1) * (1 + eng.budget / P) + 1 +
         (P + (D - 1) + (1 + eng.budget / P) * (D * (D - 1) / 2)) / (P + (D - 1)) ≤ eng.reqsCap)
