@@ -32,7 +32,7 @@ def test_there_are_paper_programs_and_each_claims_something():
     assert {p.name for p in programs} == {"sarathi.sq", "li_dai_peng.sq", "smith_spt.sq", "fastertransformer.sq",
                                           "rad.sq", "bari_rate.sq", "dai_backlog.sq", "dai_backlog_decode.sq",
                                           "dai_backlog_many.sq", "dai_backlog_chunked.sq", "dai_backlog_phased.sq",
-                                          "svf.sq"}
+                                          "dai_backlog_budget.sq", "svf.sq"}
     for p in programs:
         assert claims_module(p).statements, p
 
@@ -462,59 +462,61 @@ def test_dai_backlog_chunked_family_and_proof():
     assert "theorem dai_bounded_backlog_chunked_exact :\n    Papers.Claims.DaiBacklogChunked." + exact.ident in proved
 
 
-# --- the budget cutting prompts with several requests in flight (issue 14, result 2, case (b)) ---
-# Only the records-level argument is proved (Serq.BacklogBudget.conserve, lean/Serq/BacklogBudget.lean):
-# resets leaving at most C tokens, full iterations between them, arrivals g apart and W <= B * g give
-# arrived * W <= served + W + C; and of the engine's side, that a short iteration serves every resident
-# its whole demand, so with no chunk cap every resident after it decodes (Serq.BacklogBudget.short_decodes,
-# lean/Serq/BacklogBudgetShort.lean), with at most D - 1 tokens left, the residents' work left at most their
-# count times D - 1 (Serq.BacklogBudget.short_left, lean/Serq/BacklogBudgetSound.lean); and each record's
-# arrived is the sessions arrived by its start (Serq.BacklogBudget.arrived_count, BacklogBudgetArrive.lean);
-# conserve read on a run's records leaves the first record, the idle gaps and the resets
-# (Serq.BacklogBudget.backlog_of_resets, BacklogBudgetResets.lean); an iteration takes its tokens out of
-# the residents' work left (Serq.BacklogBudget.stepAll_work, BacklogBudgetWork.lean); the idle gaps and the
-# first record on every run whose engine runs an iteration at every step with a first turn due
-# (Serq.BacklogBudget.idle_gaps, start_pos, first_record, and backlog_of_resets with them discharged,
-# Serq.BacklogBudget.backlog_of_resets_run, BacklogBudgetIdle.lean); a record serving less than its demand
-# followed by the next one step later on every run of the mixed schedule with a positive budget, and so
-# hstep from the resets of the whole-demand iterations (Serq.BacklogBudget.step_later, hstep_of_resets,
-# backlog_of_whole_resets, BacklogBudgetLater.lean); the caps never binding on every run whose
-# steps have at most K requests in flight (Serq.BacklogBudget.run_caps, with one plan and one step:
-# plan_caps, plan_caps_short, step_caps, BacklogBudgetCaps.lean). These tests check the candidate engine statement, C = K * (D - 1), on
-# the interpreter's path of dai_backlog_many.sq's engine with prompts the budget cuts (P = 20, D = 3,
-# W = 22, g = 2, K = 2: P + (K - 1) = 21 > 16), until a theorem and a claim of its own exist.
+# --- dai_backlog_budget.sq: the bounded backlog with prompts the budget cuts (Serq.backlog_budget) ---
+# Issue 14, result 2, case (b). The theorem (lean/Serq/BacklogBudgetBound.lean) is one machine invariant
+# (Serq.BacklogBudget.FinInv, BacklogBudgetFinal.lean) kept by every step: the arrivals (BacklogBudgetArrive,
+# BacklogBudgetIdle), the work balance arrived * W = served + work left (BacklogBudgetBalance), the caps
+# never binding (BacklogBudgetCaps) with at most K requests in flight, an iteration at every step with work
+# (BacklogBudgetProgress), at most one prefill and at most M decodes per number of tokens left
+# (BacklogBudgetBuckets), and an anchor: since the last iteration below the budget (after which only decodes
+# are left, at most C tokens) the engine served the budget at every step. Some groundwork modules below
+# (the records-level `conserve` in BacklogBudget, Resets, Later) prove a route the invariant made unneeded.
 
-_BUDGET_CUT = (("let P = 14;", "let P = 20;"), ("let D = 5;", "let D = 3;"), ("let K = 3; ", "let K = 2; "),
-               ("claim bounded_backlog: every iteration of llm (arrived * W <= served + K * W);",
-                "claim bounded_backlog: every iteration of llm (arrived * W <= served + W + K * (D - 1) - SLACK);\n"
-                "  claim cut: some iteration of llm (demand > tokens);"),
-               ("  claim bounded_backlog_exact: every iteration of llm (arrived * W <= served + W + (D - g) + (D - 2 * g));",
-                ""))
-
-
-def _budget_cut(tmp_path: Path, slack: int, gap: int = 2) -> Path:
-    pairs = [(old, new.replace("SLACK", str(slack))) for old, new in _BUDGET_CUT] + [("let g = 2; ", f"let g = {gap}; ")]
-    return _variant(DAI_MANY, tmp_path, *pairs[0], *pairs[1:])
+DAI_BUDGET = PAPERS / "dai_backlog_budget.sq"
 
 
 @pytest.mark.parametrize("sessions", ["1", "7", "60"])
-def test_budget_cut_backlog_candidate_holds_on_the_simulated_path(tmp_path, sessions):
-    claims = _run_json(_budget_cut(tmp_path, 0), "--arrivals", sessions)
-    assert claims["bounded_backlog"]["result"] == "holds"
-    assert claims["cut"]["result"] == "witnessed"      # the budget cuts a prompt (demand 20 > 16 at time 2)
-    assert claims["cut"]["time"] == 2
+def test_dai_backlog_budget_holds_on_the_simulated_path(sessions):
+    # a 20-token prompt and 3 output tokens every 2 steps under a budget of 16: every prompt is cut (16
+    # tokens, then its last 4 beside the decode of the request before), then decodes twice: answered 4
+    # after it arrives, two requests in flight
+    _holds_on_the_simulated_path(DAI_BUDGET, sessions, ["bounded_backlog"], 4.0)
 
 
-def test_budget_cut_backlog_path_reaches_w_plus_two(tmp_path):
-    # the path's largest arrived * W - served is W + 2 = 24 (time 4: two arrived, one prompt served)
-    assert _run_json(_budget_cut(tmp_path, 2), "--arrivals", "60")["bounded_backlog"]["result"] == "holds"
-    fails = _run_json(_budget_cut(tmp_path, 3), "--arrivals", "60")["bounded_backlog"]
-    assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 4, 2)
+def test_dai_backlog_budget_cuts_every_prompt(tmp_path):
+    # the budget is what splits the prompt: some iteration leaves demand unserved, the first at the first
+    # arrival (time 2: demand 20, 16 tokens served)
+    program = _variant(DAI_BUDGET, tmp_path, "  claim bounded_backlog:",
+                       "  claim cut: some iteration of llm (demand > tokens);\n  claim bounded_backlog:")
+    cut = _run_json(program, "--arrivals", "7")["cut"]
+    assert (cut["result"], cut["time"], cut["iteration"]) == ("witnessed", 2.0, 0)
 
 
-def test_budget_cut_backlog_fails_when_the_arrivals_outrun_the_budget(tmp_path):
-    fails = _run_json(_budget_cut(tmp_path, 0, gap=1), "--arrivals", "7")["bounded_backlog"]
-    assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 2, 1)
+def test_dai_backlog_budget_constant_is_one_above_the_path(tmp_path):
+    # C = M * (D * (D - 1) / 2) = 3 is not exact: the path's largest arrived * W - served is W + 2 = 24
+    # (time 4: two arrived, one prompt served), so C - 1 holds and C - 2 fails there
+    one_less = _variant(DAI_BUDGET, tmp_path, "(arrived * W <= served + W + C)", "(arrived * W <= served + W + C - 1)")
+    assert _run_json(one_less, "--arrivals", "60")["bounded_backlog"]["result"] == "holds"
+    two_less = _variant(DAI_BUDGET, tmp_path, "(arrived * W <= served + W + C)", "(arrived * W <= served + W + C - 2)")
+    fails = _run_json(two_less, "--arrivals", "60")["bounded_backlog"]
+    assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 4.0, 2)
+
+
+def test_dai_backlog_budget_family_and_proof():
+    # M = 1 + floor(16 / 20) = 1, C = 1 * (3 * 2 / 2) = 3, K = 2 * 1 + 1 + floor(25 / 22) = 4 slots
+    module = _renewal_family(DAI_BUDGET, 2, 20, 3, (16, 4, 64, 16, 0, False, False))
+    (st,) = module.statements
+    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (22 : Int)) ≤ "
+                       "(((r.served : Int) + (22 : Int)) + (3 : Int)))))")
+    proved = (PAPERS / "ClaimsProved.lean").read_text()
+    assert "theorem dai_bounded_backlog_budget : Papers.Claims.DaiBacklogBudget." + st.ident in proved
+
+
+def test_dai_backlog_budget_fails_when_the_arrivals_outrun_the_budget(tmp_path):
+    # a gap of 1: W = 22 > 16 * 1. Session 0 arrives at 1 and gets 16 tokens; at time 2 session 1 arrives:
+    # arrived * 22 = 44 > served + 22 + 3 = 16 + 25
+    fails = _run_json(_variant(DAI_BUDGET, tmp_path, "let g = 2; ", "let g = 1; "), "--arrivals", "7")["bounded_backlog"]
+    assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 2.0, 1)
 
 
 def test_budget_cut_balance_is_stated_and_registered():

@@ -1431,6 +1431,7 @@ EXPORTED = {
     "papers/dai_backlog_many.sq": "`arrive renewal(g)` without `--arrivals N`",
     "papers/dai_backlog_chunked.sq": "`arrive renewal(g)` without `--arrivals N`",
     "papers/dai_backlog_phased.sq": "`arrive renewal(g)` without `--arrivals N`",
+    "papers/dai_backlog_budget.sq": "`arrive renewal(g)` without `--arrivals N`",
 }
 
 

@@ -24,6 +24,8 @@ public import Serq.BacklogChunk
 public import Papers.Claims.DaiBacklogChunked
 public import Serq.BacklogPhased
 public import Papers.Claims.DaiBacklogPhased
+public import Serq.BacklogBudgetBound
+public import Papers.Claims.DaiBacklogBudget
 public import Papers.Claims.Svf
 public import Serq.KernelAtEnd
 public import Serq.SptOptimal
@@ -408,6 +410,34 @@ theorem dai_bounded_backlog_phased : Papers.Claims.DaiBacklogPhased.bounded_back
   have h := backlog_phased Papers.Claims.DaiBacklogPhased.engine 2 8 4 2 ss (by decide) (by decide) (by decide)
     (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
     (gapped_mono (Nat.zero_le _) (gapped_of_renewal 2 8 4 0 ss (dai_backlog_phased_renewal 0 ss hfam.2))) fuel r hr
+  simp only [decide_eq_true_eq]
+  omega
+
+/-! ## The bounded backlog with prompts the budget cuts (`dai_backlog_budget.sq`), Dai et al. 2025, Th. 2(b) -/
+
+/-- Every workload of the family has the renewal arrivals with decodes: the `k`-th session (from 0)
+at step `(k + 1) · 2`, one turn of a 20-token prompt and 3 output tokens. -/
+theorem dai_backlog_budget_renewal (k : Nat) (ss : List Session)
+    (h : everySession Papers.Claims.DaiBacklogBudget.sessionOk k ss = true) : RenewalDecode 2 20 3 k ss :=
+  renewalDecode_of_every _ 2 20 3 (fun k s hs => by
+    simp only [Papers.Claims.DaiBacklogBudget.sessionOk, Bool.and_eq_true, beq_iff_eq] at hs
+    obtain ⟨t, ht, hok⟩ := singleTurn_true hs.2
+    simp only [Bool.and_eq_true, beq_iff_eq] at hok
+    exact ⟨hs.1, t, ht, hok.1.1.2, by omega⟩) k ss h
+
+/-- The bounded backlog with prompts the budget cuts for every workload of the family: the engine
+(budget 16, four request slots, 64 KV blocks of 16 tokens, mixed batching, no chunk cap, no prefix
+cache) meets `backlog_budget_renewal`'s hypotheses with `g = 2`, `P = 20`, `D = 3` (`22 ≤ 16 · 2`;
+`M = 1 + 16 / 20 = 1`, `2 · 1 ≤ 16` decodes; `K = 2 + 1 + 25 / 22 = 4 ≤ 4` slots, `4 · 2 ≤ 64` blocks), so
+at every iteration `arrived · 22 ≤ served + 22 + 1 · (3 · 2 / 2)` (lean/Serq/BacklogBudgetBound.lean). -/
+theorem dai_bounded_backlog_budget : Papers.Claims.DaiBacklogBudget.bounded_backlog_1e89939dc526 := by
+  intro ss hfam fuel r hr
+  simp only [Papers.Claims.DaiBacklogBudget.family, Bool.and_eq_true] at hfam
+  have h := backlog_budget_renewal Papers.Claims.DaiBacklogBudget.engine 2 20 3 ss (by decide) (by decide)
+    (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide) (by decide)
+    (dai_backlog_budget_renewal 0 ss hfam.2) fuel r hr
+  have e : (1 + Papers.Claims.DaiBacklogBudget.engine.budget / 20) * (3 * (3 - 1) / 2) = 3 := by decide
+  rw [e] at h
   simp only [decide_eq_true_eq]
   omega
 
