@@ -83,30 +83,6 @@ def Pristine (rq : Req) : Prop :=
 
 /-! ## The plan keeps the work -/
 
-theorem grow_same (eng : Engine) : ∀ (fuel need : Nat) (p : Plan),
-    (growOrPreempt eng fuel need p).preempted = p.preempted → growOrPreempt eng fuel need p = p
-  | 0, need, p, _ => rfl
-  | fuel + 1, need, p, h => by
-    revert h
-    simp only [growOrPreempt]
-    split
-    · intro _; rfl
-    · split
-      · intro _; rfl
-      · rename_i rest victim hp
-        cases rest with
-        | nil => intro h; simp at h
-        | cons x xs =>
-          intro h
-          obtain ⟨h1, _⟩ := grow_pre eng fuel need
-            { p with todo := x :: xs,
-                     waiting := { victim.req with computed := victim.pos, pre := victim.req.pre + 1 } :: p.waiting,
-                     cache := (release eng victim.req.sid victim.pos p.relSeq p.cache).1,
-                     relSeq := (release eng victim.req.sid victim.pos p.relSeq p.cache).2,
-                     preempted := p.preempted + 1 }
-          dsimp only at h1 h
-          omega
-
 theorem serve_pre (eng : Engine) (only : Option Bool) : ∀ (fuel : Nat) (p : Plan) (k : Nat),
     k ≤ p.preempted → k ≤ (serveRunning eng only fuel p).preempted
   | 0, p, k, hk => hk

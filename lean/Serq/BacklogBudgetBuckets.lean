@@ -245,29 +245,6 @@ theorem finCount_le_pre : ∀ (l : List Res), finCount l ≤ preCount l
 
 /-! ## Serving the residents -/
 
-/-- `growOrPreempt` that preempts nothing leaves the plan as it is. -/
-theorem grow_same (eng : Engine) (fuel need : Nat) (p : Plan)
-    (h : (growOrPreempt eng fuel need p).preempted = p.preempted) : growOrPreempt eng fuel need p = p := by
-  cases fuel with
-  | zero => rfl
-  | succ f =>
-    revert h
-    simp only [growOrPreempt]
-    split
-    · intro _; rfl
-    · split
-      · intro _; rfl
-      · rename_i rest victim _
-        cases rest with
-        | nil => intro h; simp at h
-        | cons x xs =>
-          dsimp only
-          intro h
-          exfalso
-          refine absurd h (Nat.ne_of_gt ?_)
-          refine Nat.lt_of_lt_of_le ?_ (grow_pre eng f need _).1
-          exact Nat.lt_succ_self _
-
 /-- The invariant of `serveRunning` without preemption: the residents still to serve (`todo`) are in I1's order,
 their decodes within the budget; the ones served are `Planned`, and all decode or finish unless the budget
 ran out at the last (then nothing is left to serve); the buckets and the prefills counted over both. -/

@@ -55,6 +55,29 @@ theorem grow_pre (eng : Engine) : ∀ (fuel need : Nat) (p : Plan),
           dsimp only at h1 ⊢
           exact ⟨by omega, fun _ => Or.inr (by omega)⟩
 
+/-- `growOrPreempt` that preempts nothing leaves the plan as it is. -/
+theorem grow_same (eng : Engine) (fuel need : Nat) (p : Plan)
+    (h : (growOrPreempt eng fuel need p).preempted = p.preempted) : growOrPreempt eng fuel need p = p := by
+  cases fuel with
+  | zero => rfl
+  | succ f =>
+    revert h
+    simp only [growOrPreempt]
+    split
+    · intro _; rfl
+    · split
+      · intro _; rfl
+      · rename_i rest victim _
+        cases rest with
+        | nil => intro h; simp at h
+        | cons x xs =>
+          dsimp only
+          intro h
+          exfalso
+          refine absurd h (Nat.ne_of_gt ?_)
+          refine Nat.lt_of_lt_of_le ?_ (grow_pre eng f need _).1
+          exact Nat.lt_succ_self _
+
 theorem serveRunning_mono (eng : Engine) (only : Option Bool) : ∀ (fuel : Nat) (p : Plan),
     batchTokens p.done + p.preempted ≤
       batchTokens (serveRunning eng only fuel p).done + (serveRunning eng only fuel p).preempted
