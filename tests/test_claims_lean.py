@@ -502,16 +502,6 @@ def test_dai_backlog_budget_constant_is_one_above_the_path(tmp_path):
     assert (fails["result"], fails["time"], fails["iteration"]) == ("fails", 4.0, 2)
 
 
-def test_dai_backlog_budget_family_and_proof():
-    # M = 1 + floor(16 / 20) = 1, C = 1 * (3 * 2 / 2) = 3, K = 2 * 1 + 1 + floor(25 / 22) = 4 slots
-    module = _renewal_family(DAI_BUDGET, 2, 20, 3, (16, 4, 64, 16, 0, False, False))
-    (st,) = module.statements
-    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (22 : Int)) ≤ "
-                       "(((r.served : Int) + (22 : Int)) + (3 : Int)))))")
-    proved = (PAPERS / "ClaimsProved.lean").read_text()
-    assert "theorem dai_bounded_backlog_budget : Papers.Claims.DaiBacklogBudget." + st.ident in proved
-
-
 def test_dai_backlog_budget_fails_when_the_arrivals_outrun_the_budget(tmp_path):
     # a gap of 1: W = 22 > 16 * 1. Session 0 arrives at 1 and gets 16 tokens; at time 2 session 1 arrives:
     # arrived * 22 = 44 > served + 22 + 3 = 16 + 25
@@ -675,13 +665,22 @@ end {module.namespace}"""))
     assert result.ok, "\n".join(str(d) for d in result.diagnostics)
 
 
-def test_dai_backlog_phased_family_and_proof():
-    module = _renewal_family(DAI_PHASED, 2, 8, 4, (16, 4, 64, 16, 0, False, True))
+@pytest.mark.parametrize("program, family, served_plus, theorem", [
+    # phases separated: J * W + J * (D - 1) = 22 + 6
+    ("dai_backlog_phased.sq", (2, 8, 4, (16, 4, 64, 16, 0, False, True)), "(((r.served : Int) + (22 : Int)) + (6 : Int))",
+     "dai_bounded_backlog_phased : Papers.Claims.DaiBacklogPhased."),
+    # the budget cuts prompts: M = 1 + floor(16 / 20) = 1, C = 1 * (3 * 2 / 2) = 3, K = 2 * 1 + 1 + floor(25 / 22) = 4 slots
+    ("dai_backlog_budget.sq", (2, 20, 3, (16, 4, 64, 16, 0, False, False)), "(((r.served : Int) + (22 : Int)) + (3 : Int))",
+     "dai_bounded_backlog_budget : Papers.Claims.DaiBacklogBudget."),
+])
+def test_single_claim_renewal_family_and_proof(program, family, served_plus, theorem):
+    gap, new, out, engine = family
+    module = _renewal_family(PAPERS / program, gap, new, out, engine)
     (st,) = module.statements
-    assert st.body == ("EveryIteration engine family (fun r => (decide (((r.arrived : Int) * (11 : Int)) ≤ "
-                       "(((r.served : Int) + (22 : Int)) + (6 : Int)))))")
+    assert st.body == (f"EveryIteration engine family (fun r => (decide (((r.arrived : Int) * ({new + out - 1} : Int)) ≤ "
+                       f"{served_plus})))")
     proved = (PAPERS / "ClaimsProved.lean").read_text()
-    assert "theorem dai_bounded_backlog_phased : Papers.Claims.DaiBacklogPhased." + st.ident in proved
+    assert f"theorem {theorem}" + st.ident in proved
 
 
 def test_a_drawn_or_fractional_renewal_gap_is_not_a_family(tmp_path):
