@@ -65,6 +65,9 @@ public import Serq.DriftPaths
 public import Serq.DriftPathsMachine
 public import Serq.DriftPathsLaw
 public import Serq.DriftPathsHit
+public import Serq.DriftMachineCaps
+public import Serq.DriftMachineCapsTime
+public import Serq.DriftPathsCaps
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd
