@@ -614,6 +614,43 @@ def test_budget_cut_bound_is_stated_and_registered():
     assert serq.index("public import Serq.BacklogBudgetBuckets\n") < serq.index("public import Serq.BacklogBudgetBound\n")
 
 
+def test_drift_machine_caps_is_stated_and_registered():
+    # issue 14, result 7: the coupling with caps fixed by the budget (2 + budget / W slots), not by the sessions
+    text = _stated("DriftMachineCaps", (
+        "drift_machine_step_caps", "drift_machine_clock_caps", "drift_machine_empty_caps", "drift_machine_on_time_caps",
+        "drift_machine_one_resident_caps", "admitC_step", "admitC", "serveC_step", "serveC", "planC", "stepC",
+        "stepC_inv", "settledC", "runC", "run_invC", "run_big", "step_big", "stepAll_unfinished",
+        "servePre_unfinished"))
+    assert "(hcap : 2 + eng.budget / W ≤ eng.reqsCap)" in text
+    assert "(hkv : (2 + eng.budget / W) * bW ≤ eng.kvBlocks)" in text
+    assert "resCount (run eng ss fuel (init ss)).running ≤ 1 :=" in text
+    # no cap on the sessions: the old hypotheses are gone from the statements
+    assert "sessionCount ss ≤ eng.reqsCap" not in text and "sessionCount ss * bW ≤ eng.kvBlocks" not in text
+    time = _stated("DriftMachineCapsTime", ("drift_machine_due_caps", "drift_machine_time_caps",
+                                            "drift_machine_time_every_caps"))
+    assert "(hcap : 2 + eng.budget / W ≤ eng.reqsCap)" in time and "sessionCount ss ≤ eng.reqsCap" not in time
+    serq = (REPO / "lean" / "Serq.lean").read_text()
+    for mod in ("DriftMachineCaps", "DriftMachineCapsTime"):
+        assert f"public import Serq.{mod}\n" in serq
+    assert serq.index("public import Serq.DriftMachineClock\n") < serq.index("public import Serq.DriftMachineCapsTime\n")
+
+
+def test_drift_paths_caps_is_stated_and_registered():
+    # issue 14, result 7: the law and the return-time bound at every horizon with the fixed caps (no maxCount)
+    text = _stated("DriftPathsCaps", (
+        "drift_machine_work_at_caps", "drift_machine_paths_caps", "drift_machine_law_caps", "drift_machine_hit_caps",
+        "drift_machine_ret_caps", "drift_machine_return_bound_caps", "workAt_big", "workAt_path_big", "paths_big"))
+    assert ("(n F : Nat) (hF : n + 1 ≤ F)\n"
+            "    (hcap : 2 + eng.budget / W ≤ eng.reqsCap) (hkv : (2 + eng.budget / W) * bW ≤ eng.kvBlocks) :") in text
+    assert "maxCount arrivals ≤ eng.reqsCap" not in text and "hcaps" not in text
+    # the instance: 3 slots and 3 blocks at the horizon 100 (the old caps would need 200 slots)
+    assert "example := drift_machine_return_bound_caps ⟨4, 3, 3, 16, 0, false, false⟩" in text
+    assert "99 100 (Nat.le_refl _)" in text
+    serq = (REPO / "lean" / "Serq.lean").read_text()
+    assert "public import Serq.DriftPathsCaps\n" in serq
+    assert serq.index("public import Serq.DriftPathsHit\n") < serq.index("public import Serq.DriftPathsCaps\n")
+
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"
