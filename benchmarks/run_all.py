@@ -4,6 +4,7 @@
     python3 benchmarks/run_all.py --quick         # small sizes, one repetition (a smoke test)
     python3 benchmarks/run_all.py --tree /tmp/serq-base --out /tmp/base.md   # another checkout's serq
     python3 benchmarks/run_all.py --baseline /tmp/serq-base   # the engine figures beside another checkout's
+    python3 benchmarks/run_all.py --instructions  # also instructions per iteration (valgrind; ~1.5 min a tree)
 
 What it runs (each figure a median over --repeat runs, each run in a fresh process):
 
@@ -20,6 +21,9 @@ What it runs (each figure a median over --repeat runs, each run in a fresh proce
 - Requests per CPU second of a single-turn vLLM workload of 20 000 requests (engine.py
   `single_turn_program`).
 - Max RSS against the run's length (benchmarks/memory.py's cases).
+- With --instructions: machine instructions per engine iteration at 64 residents, counted by
+  valgrind's callgrind (benchmarks/instructions.py), beside --baseline's when given: the one figure
+  here that the machine's load leaves as it is (not a time: see that script's docstring).
 - Start-up: the wall time of `serq run --help` and of a 10-arrival `serq run` of
   examples/single-turn/mm1.sq, the parser's cache warm and cold (serq/syntax/larkcache.py).
 
@@ -244,6 +248,8 @@ def main() -> None:
     ap.add_argument("--tree", help="measure the serq package of another checkout (e.g. a git worktree)")
     ap.add_argument("--baseline", help="also run the engine's iterations per CPU second with this checkout's serq, "
                     "alternating with this one's, and print the ratio")
+    ap.add_argument("--instructions", action="store_true",
+                    help="also count instructions per engine iteration with valgrind (benchmarks/instructions.py)")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.tree:
@@ -280,6 +286,11 @@ def main() -> None:
                         "(each in a process of its own).")
     section("The engine: iterations per CPU second by residents",
             [engine_note, ""] + residents_table(residents, repeat, baseline))
+    if args.instructions:
+        sys.path.insert(0, str(HERE))
+        import instructions
+        section("The engine: instructions per iteration (callgrind)",
+                instructions.table(64, 10.0 if args.quick else 30.0, baseline))
     section("A single-turn vLLM workload", [f"Median of {repeat}.", ""] + requests_table(requests, repeat))
     section("Memory against the run's length (benchmarks/memory.py)", memory_table(mem_mm1, mem_vllm))
     section("Start-up", startup_table(max(repeat, 3)))
@@ -287,7 +298,8 @@ def main() -> None:
     if args.out != "-":
         text = ["# Benchmark results", "",
                 f"Written by `python3 benchmarks/run_all.py{' --quick' if args.quick else ''}"
-                f"{f' --baseline {args.baseline}' if args.baseline else ''}` "
+                f"{f' --baseline {args.baseline}' if args.baseline else ''}"
+                f"{' --instructions' if args.instructions else ''}` "
                 "(see its docstring for what each figure is). Figures depend on the machine and on what else "
                 "ran on it.", ""]
         for title, lines in sections:
