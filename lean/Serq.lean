@@ -68,6 +68,7 @@ public import Serq.DriftPathsHit
 public import Serq.DriftMachineCaps
 public import Serq.DriftMachineCapsTime
 public import Serq.DriftPathsCaps
+public import Serq.DriftReturn
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd

@@ -651,6 +651,35 @@ def test_drift_paths_caps_is_stated_and_registered():
     assert serq.index("public import Serq.DriftPathsHit\n") < serq.index("public import Serq.DriftPathsCaps\n")
 
 
+
+def test_drift_return_is_stated_and_registered():
+    # issue 14, result 7: the untruncated return time without real numbers (the truncations grow and are
+    # bounded uniformly, so E[tau+] is their finite supremum; Markov's tail P(tau+ > n) <= bound / (n + 1))
+    text = _stated("DriftReturn", (
+        "drift_machine_return_mono_caps", "drift_machine_return_mono_le_caps",
+        "drift_machine_positive_recurrent_caps", "drift_machine_return_tail_caps",
+        "ret_mono", "ret_mono_le", "timeTo_eq_iff", "timeTo_le", "wsum_tail"))
+    # the monotonicity: den * R n <= R (n + 1), with the return-time sum of drift_machine_return_bound_caps
+    assert ("    wsum (fun _ => 1) arrivals\n"
+            "        * wsum (fun p => 1 + timeTo (· == 0) n (fun i => workAt eng (pathSessions W p) W (i + 1) F))\n"
+            "            (paths arrivals (n + 1))\n"
+            "      ≤ wsum (fun p => 1 + timeTo (· == 0) (n + 1) (fun i => workAt eng (pathSessions W p) W (i + 1) F'))\n"
+            "            (paths arrivals (n + 1 + 1))") in text
+    # the tail: (n + 1) * e * weight of {tau+ > n} <= den ^ (n + 1) * (e + sum p * V)
+    assert ("    (n + 1) * (wsum (fun _ => 1) arrivals * eng.budget - wsum (fun k => k * W) arrivals)\n"
+            "        * wsum (fun p => if timeTo (· == 0) n (fun i => workAt eng (pathSessions W p) W (i + 1) F) = n "
+            "then 1 else 0)\n") in text
+    # the fixed caps, no maxCount
+    assert text.count("(hcap : 2 + eng.budget / W ≤ eng.reqsCap) (hkv : (2 + eng.budget / W) * bW ≤ eng.kvBlocks)") >= 4
+    assert "maxCount" not in text
+    # the instances on DriftPathsCaps' engine
+    for name in ("drift_machine_positive_recurrent_caps", "drift_machine_return_tail_caps",
+                 "drift_machine_return_mono_caps"):
+        assert f"example := {name} ⟨4, 3, 3, 16, 0, false, false⟩ 3 1" in text
+    serq = (REPO / "lean" / "Serq.lean").read_text()
+    assert "public import Serq.DriftReturn\n" in serq
+    assert serq.index("public import Serq.DriftPathsCaps\n") < serq.index("public import Serq.DriftReturn\n")
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"
