@@ -15,10 +15,10 @@ the chain's backlog then (`Serq.drift_machine_work_at_caps`), it has the chain's
 arrival paths (`Serq.drift_machine_paths_caps`, `Serq.drift_machine_law_caps`), its truncated hitting and
 return times are the chain's (`Serq.drift_machine_hit_caps`, `Serq.drift_machine_ret_caps`), and its
 truncated expected return time to an empty engine is at most the chain's bound
-`1 + Σ p · V(k·W − B) / (den · B − M)` (`Serq.drift_machine_return_bound_caps`). Open: the untruncated
-expectation stated as a limit over the horizons (the bound holds at every horizon with the same caps and
-the truncated sums grow with it, `Drift.hit_mono`, but the limit is not stated on the machine), and
-sessions with more than one output token.
+`1 + Σ p · V(k·W − B) / (den · B − M)` (`Serq.drift_machine_return_bound_caps`). The untruncated
+expectation, as the supremum of these truncations (they grow with the horizon and share the bound), and
+the tail `P(τ⁺ > n) ≤ bound / (n + 1)`: `DriftReturn.lean`. Open: sessions with more than one output
+token.
 -/
 
 @[expose] public section
