@@ -8,7 +8,8 @@ figure that the machine's load and speed leave as it is.
 Why: iterations per CPU second (benchmarks/engine.py, run_all.py) move by 10-20% with what else runs
 on a shared two-core host, and a speed-up measured as alternated pairs moved from 1.7 to 2.2 between
 a quiet machine and one with the other core busy. An instruction count is the same on every run of
-the same Python, tree and inputs (callgrind simulates the CPU; it does not time it), so a change of a
+the same Python, tree and inputs (callgrind simulates the CPU; it does not time it; the child's string
+hashing is given one salt), so a change of a
 few percent in the hot loop shows as that change. It is not time: cache misses and mispredicted
 branches cost cycles that instructions do not count (callgrind's --cache-sim and --branch-sim count
 those too, slower), so the ratio of two trees' instructions is not their ratio of speed.
@@ -67,7 +68,9 @@ def count(tree: str | None, residents: int, horizon: float) -> dict:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise SystemExit("instructions: valgrind is not installed (Debian: apt-get install valgrind)")
-    env = dict(os.environ)
+    # (string hashing salted per process moves the count by a few hundred instructions an iteration
+    # between runs: one fixed salt makes a rerun count what the first run counted)
+    env = dict(os.environ, PYTHONHASHSEED="0")
     if tree is not None:
         env["SERQ_TREE"] = tree
     with tempfile.TemporaryDirectory() as d:
