@@ -9,8 +9,7 @@ Why: iterations per CPU second (benchmarks/engine.py, run_all.py) move by 10-20%
 on a shared two-core host, and a speed-up measured as alternated pairs moved from 1.7 to 2.2 between
 a quiet machine and one with the other core busy. An instruction count is the same on every run of
 the same Python, tree and inputs (callgrind simulates the CPU; it does not time it; the child's string
-hashing is given one salt), so a change of a
-few percent in the hot loop shows as that change. It is not time: cache misses and mispredicted
+hashing is given one salt), so a change of a few percent in the hot loop shows as that change. It is not time: cache misses and mispredicted
 branches cost cycles that instructions do not count (callgrind's --cache-sim and --branch-sim count
 those too, slower), so the ratio of two trees' instructions is not their ratio of speed.
 
