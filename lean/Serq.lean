@@ -69,6 +69,7 @@ public import Serq.DriftMachineCaps
 public import Serq.DriftMachineCapsTime
 public import Serq.DriftPathsCaps
 public import Serq.DriftReturn
+public import Serq.DriftCapsTight
 public import Serq.KernelProvenance
 public import Serq.KernelTiledRun
 public import Serq.KernelAtEnd

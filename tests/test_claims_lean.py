@@ -680,6 +680,19 @@ def test_drift_return_is_stated_and_registered():
     assert "public import Serq.DriftReturn\n" in serq
     assert serq.index("public import Serq.DriftPathsCaps\n") < serq.index("public import Serq.DriftReturn\n")
 
+def test_drift_caps_tight_is_stated_and_registered():
+    # issue 14, result 7: the fixed caps cannot be lowered; the kernel evaluates an instance (budget 63,
+    # W = 20, four sessions at each of the times 0-7) where five slots give the chain's backlog at time 7
+    # and four do not (tests/test_drift_interpreter.py runs the same path on the interpreter)
+    text = _stated("DriftCapsTight", ("drift_caps_tight_holds", "drift_caps_tight_fails"))
+    assert "def capsTightSessions : List Session := pathSessions 20 [4, 4, 4, 4, 4, 4, 4, 4]" in text
+    assert "workAt ⟨63, 5, 10, 16, 0, false, false⟩ capsTightSessions 20 7 8 = 119" in text
+    assert "workAt ⟨63, 4, 10, 16, 0, false, false⟩ capsTightSessions 20 7 8 = 120" in text
+    assert text.count("backlogAt 20 63 (arrivalsAt capsTightSessions) 7 = 119") == 2
+    assert text.count("decide +kernel") == 2
+    serq = (REPO / "lean" / "Serq.lean").read_text()
+    assert serq.index("public import Serq.DriftPathsCaps\n") < serq.index("public import Serq.DriftCapsTight\n")
+
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
 DAI_PHASED = PAPERS / "dai_backlog_phased.sq"

@@ -141,6 +141,10 @@ def test_one_slot_fewer_and_the_engine_is_not_the_chain(tmp_path):
     b = chain_backlog(counts, W, B)
     assert [by_time[t].tokens for t in range(6)] == [63] * 6
     assert (by_time[6].tokens, by_time[6].residents, b[6] + counts[6] * W >= B) == (62, 4, True)
+    # the work at time 7, as lean/Serq/DriftCapsTight.lean evaluates the Lean machine on the same path
+    # (`drift_caps_tight_fails`: 120 with four slots, the chain's 119)
+    assert by_time[7].arrived * W - by_time[7].served - counts[7] * W == 120
+    assert b[7] == 119
 
 
 def lean_return_bound(W: int, B: int, support) -> float:
