@@ -11,7 +11,8 @@ The fragment (docs/lean.md, "The kernel fragment"): natural numbers; constants, 
 `!`, the binary operators but `/`, `c ? a : b`, `min`, `max`, `floor(a / d)`, `ceil(a / d)`,
 `reusable(n, d)` and `a % d` for a positive constant `d`, the pools' observables `used`, `free`, `holders`, `queued` and `cachedin`
 (anywhere but in the `init` block, a `cache` clause and an `evict by` key) and `blocksize`; the statements
-turn, set, observe, branch, while, loop, end, run on a delay or a fifo(c) stage, hold on pools of a finite cap
+turn, set, observe, branch, while, loop, end, choose (of a constant count, written in the others:
+`_Lowering.choose`), run on a delay or a fifo(c) stage, hold on pools of a finite cap
 with a `queue fifo` or `queue by` (keys over the attributes, `now` and `waited`), `evict lru` or `evict by`
 (keys over a cached entry's `size`, `waiting`, its session's attributes and `now`), a `lease` on one of its
 pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
@@ -37,6 +38,7 @@ from pathlib import Path
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import environment, outside
+from serq.limits import COUNT_LIMIT
 from serq.link.fold import fold
 
 #: The IR's binary operators as Lean's `Serq.Kernel.BinOp` names them (`div` is `floorDiv` only).
@@ -44,7 +46,12 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
           "le": "le", "gt": "gt", "ge": "ge", "and": "and", "or": "or"}
 
 #: The kernel fragment's statements, by IR kind.
-STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release")
+STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release", "choose")
+
+#: The attribute a lowered `choose` counts its indices in (`_Lowering.choose`), past the IR's attributes. Not a
+#: name the language has, so no program's attribute is it; one serves every choose of a program, since a
+#: choose runs at one instant and no statement of its thread runs in between.
+CHOOSE_INDEX = "(choose index)"
 
 #: The pools' observables the machine's pool state answers, as `Serq.Kernel.Expr` names them.
 POOL_OBSERVABLES = {"used": "used", "free": "free", "holders": "holders", "queued": "queued", "cachedin": "cachedIn"}
@@ -225,15 +232,18 @@ class _Lowering:
         for name in ("serial", "turn_no"):
             if name not in self.attr_at:
                 raise _outside(f"the built-in attribute `{name}` is missing from the IR's attributes", None, base)
+        init = self.refusing_pool_state(INIT_READS, self.block, w.init)
+        turn_block, session, server = self.block(w.turn), self.block(w.session), self.block(p.server)
+        # (after the blocks: a `choose` adds its counter to the attributes, and a built-in the program lacks is
+        # placed past all of them)
         return KernelProgram(
             attributes=self.attrs, observes=self.observes, stages=self.stages, services=services,
             pools=self.pools, caps=caps, blocks=blocks, queue_keys=queue_keys,
             cached_at=self.attr_at.get("cached", len(self.attrs)),
             computed_at=self.attr_at.get("computed", len(self.attrs)),
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
-            init=self.refusing_pool_state(INIT_READS, self.block, w.init), turn_block=self.block(w.turn),
-            session=self.block(w.session),
-            server=self.block(p.server), sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
+            init=init, turn_block=turn_block, session=session,
+            server=server, sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
             exclusive=self.exclusive,
             admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys,
             trace=trace)
@@ -388,7 +398,42 @@ class _Lowering:
         return ("step", len(self.engines) - 1)
 
     def block(self, body: list) -> list[LStmt]:
-        return [self.stmt(s) for s in body]
+        out: list[LStmt] = []
+        for s in body:
+            if s.kind == "choose":
+                out.extend(self.choose(s))
+            else:
+                out.append(self.stmt(s))
+        return out
+
+    def choose(self, s: ir.ChooseStmt) -> list[LStmt]:
+        """`choose j in n by (k₁, …)`, written in the kernel's statements: j is set to the index from 0 to
+        n − 1 whose keys are least, compared in order, the smallest index on a tie (the reference's *Ties*;
+        the interpreter's `_Compiler.choose`). The kernel has no statement of its own for it: j starts at 0,
+        and a counter i (`CHOOSE_INDEX`) runs over 1 … n − 1, j becoming i when i's keys (the keys with
+        `j` read as i) are below the keys read with j as it stands, the best so far. Every key reads the
+        state of one instant, as the interpreter's do: nothing else runs between these statements. The
+        count is a constant: the interpreter fails a run whose count is not a whole number from 1 to a
+        million, and the machine has no such failure."""
+        n = fold(s.count)
+        if n is None:
+            raise _outside(f"the count of `choose {s.name}` is not a constant: the interpreter fails a run whose "
+                           "count is not a whole number from 1 to a million, which the kernel has no failure for",
+                           s.at, self.base)
+        if not (float(n).is_integer() and 1 <= n <= COUNT_LIMIT):
+            raise _outside(f"`choose {s.name} in {n}`: the count is a whole number from 1 to a million", s.at, self.base)
+        chosen = self.attribute(s.name, s.at)
+        if CHOOSE_INDEX not in self.attr_at:
+            self.attr_at[CHOOSE_INDEX] = len(self.attrs)
+            self.attrs.append(CHOOSE_INDEX)
+        index = self.attr_at[CHOOSE_INDEX]
+        best = [self.expr(k, s.at) for k in s.keys]
+        candidate = [_with_attribute(k, chosen, LExpr("attr", (index,))) for k in best]
+        step = LExpr("cond", (_lexically_less(candidate, best), LExpr("attr", (index,)), LExpr("attr", (chosen,))))
+        raise_index = LExpr("bin", ("add", LExpr("attr", (index,)), LExpr("num", (1,))))
+        more = LExpr("bin", ("lt", LExpr("attr", (index,)), LExpr("num", (int(n),))))
+        return [LStmt("set", (chosen, LExpr("num", (0,)))), LStmt("set", (index, LExpr("num", (1,)))),
+                LStmt("while", (more,), ((LStmt("set", (chosen, step)), LStmt("set", (index, raise_index))),))]
 
     def stmt(self, s) -> LStmt:
         k = s.kind
@@ -612,6 +657,24 @@ class _Lowering:
         if not (isinstance(e, ir.Num) and isinstance(e.value, int) and e.value > 0):
             raise _outside("a division or `%` by what is not a positive whole constant", at, self.base)
         return e.value
+
+
+def _with_attribute(e: LExpr, attribute: int, value: LExpr) -> LExpr:
+    """`e` with every read of the attribute at place `attribute` replaced by `value`."""
+    if e.ctor == "attr" and e.args[0] == attribute:
+        return value
+    return LExpr(e.ctor, tuple(_with_attribute(a, attribute, value) if isinstance(a, LExpr) else a for a in e.args))
+
+
+def _lexically_less(keys: list[LExpr], others: list[LExpr]) -> LExpr:
+    """1 when `keys` are below `others` compared in order (the first that differs decides), else 0."""
+    if not keys:
+        return LExpr("num", (0,))
+    first_less = LExpr("bin", ("lt", keys[0], others[0]))
+    if len(keys) == 1:
+        return first_less
+    tie = LExpr("bin", ("eq", keys[0], others[0]))
+    return LExpr("bin", ("or", first_less, LExpr("bin", ("and", tie, _lexically_less(keys[1:], others[1:])))))
 
 
 def _is_vllm_with_only(iteration: list) -> bool:

@@ -25,7 +25,8 @@ iteration's record carries anyway. Last, a program in four with an engine gets a
 with its own slots and, often, its own memory, its request run after the first's (prefill/decode
 disaggregation) or instead of it by a branch (a router), the two requests sharing a pool one in two.
 After that, a program in three with an engine puts each engine, one in two, under `exclusive prefill`
-(`_exclusive_prefill`).
+(`_exclusive_prefill`). Last, a program in three gets one to three `choose` statements, each observed at once
+(`_chooses`), at random places of every block.
 
 Last, the program gets the attribute table the language derives from its statements, and `set a = 0;`
 at the top of `init` for every attribute it reads and sets nowhere (`serq.ir.to_source.linked_attributes`;
@@ -64,6 +65,7 @@ SESSION_COUNTERS = ["c0", "c1"]        # a session loop's counter, one per nesti
 SERVER_VALUES = ["s0", "s1"]           # set by the server
 SERVER_COUNTERS = ["sc0", "sc1"]
 OBSERVES = ["o0", "o1", "o2"]
+CHOSEN = {"session": "k0", "server": "sk0"}  # the index a choose sets, per side (read by its observe alone)
 STAGE = "d"  # a delay stage
 FIFO = "f"  # a fifo(c) stage, c from 1 to 2
 POOLS = ["p0", "p1", "p2"]  # the first 0 to 3 of them, each of a cap from 1 to 6
@@ -247,10 +249,41 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _kv_cost(program, rng)
     _second_engine(program, rng)
     _exclusive_prefill(program, rng)
+    _chooses(program, rng)
     _within_block_depth(program)
     # (no draw: the attribute table the language derives, every attribute read and set nowhere set to 0 in
     # `init`, as it reads anyway, so that the program is one a `.sq` says: its reproducer's `case.sq`)
     return KernelCase(linked_attributes(program))
+
+
+def _chooses(program: ir.Program, rng: random.Random) -> None:
+    """Drawn last (the rest of a seed's program stays what it was): one program in three gets one to three
+    `choose i in n by (keys)` (n from 1 to 4), each observed at once, at random places of the workload's
+    blocks and the server, nested blocks included. The first key reads the index (`(a·i + e) % r`, few
+    values, so that ties, which go to the smallest index, are common) and the expression `e` the side's
+    attributes and `now`; one in two has a second key, a pool's observable where the fragment reads one (not in
+    `init`) or another such expression. Nothing else reads the index, so the rest of the run is unchanged."""
+    if rng.randrange(3):
+        return
+    w = program.workload
+    places = [(side, block) for side, top in (("init", w.init), ("turn", w.turn), ("session", w.session),
+                                              ("server", program.server))
+              for block in [top, *(inner for s in ir.walk_stmts(top) for _, inner in inner_blocks(s))]]
+    g = _Generator(rng, [pool.name for pool in program.pools])
+    for _ in range(rng.randint(1, 3)):
+        side, block = rng.choice(places)
+        name = CHOSEN["server" if side == "server" else "session"]
+        readable = BUILTINS[2:] + SESSION_VALUES + (SERVER_VALUES if side == "server" else [])
+        index_key = _bin("mod", _bin("add", _bin("mul", _num(rng.randint(1, 3)), ir.Attr(name=name)),
+                                     g.expr(readable, 1)), _num(rng.randint(2, 3)))
+        keys = [index_key]
+        if rng.randrange(2):
+            pool_readable = side != "init" and program.pools
+            keys.append(ir.PoolObs(fn=rng.choice(POOL_OBSERVABLES), pool=ir.PoolRef(pool=rng.choice(g.pools)))
+                        if pool_readable and rng.randrange(2) else _bin("mod", g.expr(readable, 1), _num(2)))
+        at = rng.randint(0, len(block))
+        block[at:at] = [ir.ChooseStmt(name=name, count=_num(rng.randint(1, 4)), keys=keys),
+                        ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name=name))]
 
 
 def _within_block_depth(program: ir.Program) -> None:

@@ -137,6 +137,13 @@ def _set_after_observe(body: list) -> list:
     return out
 
 
+def _choose_ties_to_the_largest(body: list) -> list:
+    """A planted bug: a `choose` tie goes to the largest index (a last key `n - 1 - i` breaks it)."""
+    return [s.model_copy(update={"keys": [*s.keys, ir.Binary(op="sub", lhs=ir.Binary(
+        op="sub", lhs=s.count, rhs=ir.Num(value=1)), rhs=ir.Attr(name=s.name))]})
+            if isinstance(s, ir.ChooseStmt) else s for s in body]
+
+
 def _by_rewriting(rewrite):
     """A planted bug in the program: the interpreter runs the rewritten program."""
     def wrong(case: KernelCase, right: KernelObserved) -> list:
@@ -461,6 +468,7 @@ def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
 
 PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "set_after_observe": _by_rewriting(_set_after_observe),
+           "choose_ties_to_the_largest": _by_rewriting(_choose_ties_to_the_largest),
            "fifo_serves_newest": _by_patching(_fifo_serves_newest),
            "no_head_of_line_blocking": _by_patching(_no_head_of_line_blocking),
            "queue_ties_to_the_last": _by_patching(_queue_ties_to_the_last),

@@ -1,0 +1,112 @@
+"""`choose j in n by (keys)` in the Lean kernel fragment (issue 13): the exporter writes it in the kernel's
+statements (`serq.leangen.kernel._Lowering.choose`), and the Lean machine's run is the interpreter's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from serq.errors import SerqError
+from serq.leangen.kernel import CHOOSE_INDEX, kernel_program, recorded
+from serq.link import link_file
+
+# Three sessions at 0 on a pool of cap 2 and a delay stage. In the server, before the hold:
+# - `pick`: j over 0 … 2 by (serial + 2j) % 3: session 0's keys are 0, 2, 1 (j = 0), session 1's 1, 0, 2
+#   (j = 1), session 2's 2, 1, 0 (j = 2);
+# - `tie`: every index's key is 1: the smallest index, 0;
+# - `lex`: m over 0 … 4 by (m % 2, 4 - m): the even m have the least first key, and of those m = 4 the
+#   least second (m = 3's second key, 1, is below m = 2's, but its first key is 1): 4;
+# inside the hold, `used_now`: q over 0 … 2 by (q == used(p) ? 0 : 1) is the pool's used units. Sessions 0
+# and 1 are admitted at 0 (used 2 as their bodies run) and run 1 + j: answered at 1 and 2; session 2 is
+# admitted at 1, when session 0 gives its unit back (used 2 again), and runs 3: answered at 4.
+CHOOSE_SOURCE = """fn main() {
+  let n = 3;
+  stage d : delay;
+  pool p { cap 2; }
+  workload { arrive batch(3); }
+  server {
+    choose j in n by ((serial + 2 * j) % 3);
+    observe pick = j;
+    choose t in 4 by (1);
+    observe tie = t;
+    choose m in 5 by (m % 2, 4 - m);
+    observe lex = m;
+    hold p (cost(p, 1)) {
+      choose q in 3 by (q == used(p) ? 0 : 1);
+      observe used_now = q;
+      run d (cost(d, 1 + j));
+    }
+  }
+}
+"""
+# (serial, turn, start, answered) and (serial, turn, name: pick 0, tie 1, lex 2, used_now 3, time, value)
+CHOOSE_ANSWERS = {0: [(0, 1, 0, 1)], 1: [(1, 1, 0, 2)], 2: [(2, 1, 0, 4)]}
+CHOOSE_OBSERVATIONS = {s: [(s, 1, 0, 0, s), (s, 1, 1, 0, 0), (s, 1, 2, 0, 4), (s, 1, 3, 1 if s == 2 else 0, 2)]
+                       for s in range(3)}
+
+
+def _linked(folder: Path, source: str):
+    f = folder / "choose.sq"
+    f.write_text(source)
+    return link_file(f)
+
+
+def test_the_recorded_run_of_chooses_is_the_hand_computed_one(tmp_path):
+    program = _linked(tmp_path, CHOOSE_SOURCE)
+    sessions = recorded(program, kernel_program(program, tmp_path))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == CHOOSE_ANSWERS
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == CHOOSE_OBSERVATIONS
+
+
+def test_a_choose_is_lowered_to_sets_and_a_while_over_a_counter_past_the_attributes(tmp_path):
+    program = _linked(tmp_path, CHOOSE_SOURCE)
+    kp = kernel_program(program, tmp_path)
+    names = [a.name for a in program.attributes]
+    assert kp.attributes == [*names, CHOOSE_INDEX]  # one counter serves every choose
+    j, i = names.index("j"), len(names)
+    first = kp.server[:3]
+    assert [s.ctor for s in first] == ["set", "set", "while"]
+    assert first[0].args[0] == j and first[0].args[1].args == (0,)  # j starts at 0
+    assert first[1].args[0] == i and first[1].args[1].args == (1,)  # the candidates from 1
+    assert first[2].args[0].args == ("lt", first[2].args[0].args[1], first[2].args[0].args[2])
+    assert first[2].args[0].args[2].args == (3,)  # `n` folded to its value
+    # the built-ins keep their places: the counter is past them, not in `cached`'s
+    assert kp.cached_at == names.index("cached") and kp.computed_at == names.index("computed")
+
+
+def test_a_program_without_choose_has_no_counter(tmp_path):
+    program = _linked(tmp_path, "fn main() {\n  stage d : delay;\n  workload { arrive batch(1); }\n"
+                                "  server { run d (cost(d, 1)); }\n}\n")
+    assert CHOOSE_INDEX not in kernel_program(program, tmp_path).attributes
+
+
+def test_a_choose_whose_count_is_not_a_constant_is_refused_at_its_location(tmp_path):
+    program = _linked(tmp_path, CHOOSE_SOURCE.replace("choose t in 4 by (1);", "choose t in serial + 1 by (1);"))
+    with pytest.raises(SerqError, match=re.escape(
+            "choose.sq:9:5: error: outside the Lean kernel fragment: the count of `choose t` is not a constant")):
+        kernel_program(program, tmp_path)
+
+
+def test_a_choose_key_reading_a_pool_in_init_is_refused(tmp_path):
+    source = CHOOSE_SOURCE.replace("workload { arrive batch(3); }",
+                                   "workload { arrive batch(3); init { choose k in 2 by (used(p)); } }")
+    with pytest.raises(SerqError, match=re.escape("outside the Lean kernel fragment: `used(p)` in the `init` block")):
+        kernel_program(_linked(tmp_path, source), tmp_path)
+
+
+@pytest.mark.lean
+def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
+    """The hand-computed run, kernel-checked (`decide +kernel`) and through the compiled driver; a run whose
+    `lex` observation says 2 (the least second key alone) is refused on both."""
+    from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel, run_compiled
+    case = KernelCase(_linked(tmp_path, CHOOSE_SOURCE))
+    right = observe_kernel(case)
+    s0, *others = right.sessions
+    lex_two = tuple((*o[:4], 2) if o[2] == 2 else o for o in s0.observations)
+    wrong = KernelObserved(right.value, (type(s0)(s0.answers, lex_two, s0.tokens), *others), right.records)
+    items = [(0, case, right), (1, case, wrong)]
+    assert [f.case_id for f in check_kernel_in_lean(items)] == [1]
+    verdict = run_compiled(items, tmp_path)
+    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (1, (1,), ())
