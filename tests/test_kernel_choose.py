@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import REPO
 from serq.errors import SerqError
 from serq.leangen.kernel import CHOOSE_INDEX, kernel_program, recorded
 from serq.link import link_file
@@ -46,6 +47,14 @@ CHOOSE_ANSWERS = {0: [(0, 1, 0, 1)], 1: [(1, 1, 0, 2)], 2: [(2, 1, 0, 4)]}
 CHOOSE_OBSERVATIONS = {s: [(s, 1, 0, 0, s), (s, 1, 1, 0, 0), (s, 1, 2, 0, 4), (s, 1, 3, 1 if s == 2 else 0, 2)]
                        for s in range(3)}
 
+# examples/scheduling/join_shortest_queue.sq, computed by hand in its comments: answers, and the `replica`
+# each turn was routed to (0: a, 1: b), observed as it is chosen
+JSQ = REPO / "examples" / "scheduling" / "join_shortest_queue.sq"
+JSQ_ANSWERS = {0: [(0, 1, 0, 2), (0, 2, 3, 6)], 1: [(1, 1, 0, 3), (1, 2, 4, 7)],
+               2: [(2, 1, 0, 3), (2, 2, 4, 7)], 3: [(3, 1, 0, 5), (3, 2, 6, 10)]}
+JSQ_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 2, 0, 3, 0)], 1: [(1, 1, 0, 0, 1), (1, 2, 0, 4, 0)],
+                    2: [(2, 1, 0, 0, 0), (2, 2, 0, 4, 1)], 3: [(3, 1, 0, 0, 1), (3, 2, 0, 6, 0)]}
+
 
 def _linked(folder: Path, source: str):
     f = folder / "choose.sq"
@@ -58,6 +67,13 @@ def test_the_recorded_run_of_chooses_is_the_hand_computed_one(tmp_path):
     sessions = recorded(program, kernel_program(program, tmp_path))
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == CHOOSE_ANSWERS
     assert {s: list(r.observations) for s, r in enumerate(sessions)} == CHOOSE_OBSERVATIONS
+
+
+def test_join_the_shortest_queue_routes_as_computed_by_hand():
+    program = link_file(JSQ)
+    sessions = recorded(program, kernel_program(program, JSQ.parent))
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == JSQ_ANSWERS
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == JSQ_OBSERVATIONS
 
 
 def test_a_choose_is_lowered_to_sets_and_a_while_over_a_counter_past_the_attributes(tmp_path):
@@ -98,15 +114,22 @@ def test_a_choose_key_reading_a_pool_in_init_is_refused(tmp_path):
 
 @pytest.mark.lean
 def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
-    """The hand-computed run, kernel-checked (`decide +kernel`) and through the compiled driver; a run whose
-    `lex` observation says 2 (the least second key alone) is refused on both."""
+    """The two hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run
+    whose `lex` observation says 2 (the least second key alone) and a router whose second turn of session 0
+    went to b are refused on both."""
     from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel, run_compiled
-    case = KernelCase(_linked(tmp_path, CHOOSE_SOURCE))
-    right = observe_kernel(case)
-    s0, *others = right.sessions
-    lex_two = tuple((*o[:4], 2) if o[2] == 2 else o for o in s0.observations)
-    wrong = KernelObserved(right.value, (type(s0)(s0.answers, lex_two, s0.tokens), *others), right.records)
-    items = [(0, case, right), (1, case, wrong)]
-    assert [f.case_id for f in check_kernel_in_lean(items)] == [1]
+
+    def with_observation(observed: KernelObserved, name: int, value: int) -> KernelObserved:
+        """`observed` with session 0's last observation of `name` saying `value`."""
+        s0, *others = observed.sessions
+        last = max(k for k, o in enumerate(s0.observations) if o[2] == name)
+        changed = tuple((*o[:4], value) if k == last else o for k, o in enumerate(s0.observations))
+        return KernelObserved(observed.value, (type(s0)(s0.answers, changed, s0.tokens), *others), observed.records)
+
+    chooses, jsq = KernelCase(_linked(tmp_path, CHOOSE_SOURCE)), KernelCase(link_file(JSQ))
+    right_chooses, right_jsq = observe_kernel(chooses), observe_kernel(jsq)
+    items = [(0, chooses, right_chooses), (1, chooses, with_observation(right_chooses, 2, 2)),
+             (2, jsq, right_jsq), (3, jsq, with_observation(right_jsq, 0, 1))]
+    assert [f.case_id for f in check_kernel_in_lean(items)] == [1, 3]
     verdict = run_compiled(items, tmp_path)
-    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (1, (1,), ())
+    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (2, (1, 3), ())
