@@ -18,6 +18,7 @@ from serq.leangen.claims import KernelClaimsModule, claims_module, paper_program
 from serq.leangen.lean_source import scan_source
 
 PAPERS = REPO / "examples" / "papers"
+SERQ_LEAN = REPO / "lean" / "Serq.lean"
 
 
 def _run_json(path: Path, *args: str) -> dict:
@@ -517,7 +518,7 @@ def test_budget_cut_balance_is_stated_and_registered():
                                             "stepAll_bal", "run_origin", "run_nopre", "gapped_one"))
     assert "def workLeft (m : Machine) : Nat := resLeft m.running + reqsLeft m.waiting" in text
     assert "x.arrived * (P + (D - 1)) ≤ x.served + x.tokens + K * (D - 1)" in text
-    assert "public import Serq.BacklogBudgetBalance\n" in (REPO / "lean" / "Serq.lean").read_text()
+    _registered("BacklogBudgetBalance")
 
 
 def test_budget_cut_final_is_stated_and_registered():
@@ -527,9 +528,21 @@ def test_budget_cut_final_is_stated_and_registered():
                                           "anchorM_reset", "stepOk_of", "step_anc", "step_fin", "init_fin", "run_fin"))
     assert "x.arrived * (P + (D - 1)) ≤ x.served + (P + (D - 1)) + C" in text
     assert "StepOk eng ss (R + (P + (D - 1) + C) / (P + (D - 1))) P D m" in text
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    assert "public import Serq.BacklogBudgetFinal\n" in serq
-    assert serq.index("public import Serq.BacklogBudgetProgress\n") < serq.index("public import Serq.BacklogBudgetFinal\n")
+    _imported_after("BacklogBudgetFinal", "BacklogBudgetProgress")
+
+
+def _registered(*modules: str) -> None:
+    """lean/Serq.lean imports each of the modules (`Serq.<module>`), so the build checks them."""
+    serq = SERQ_LEAN.read_text()
+    for module in modules:
+        assert f"public import Serq.{module}\n" in serq, module
+
+
+def _imported_after(module: str, dependency: str) -> None:
+    """lean/Serq.lean imports `module` after `dependency`, both registered."""
+    _registered(dependency, module)
+    serq = SERQ_LEAN.read_text()
+    assert serq.index(f"public import Serq.{dependency}\n") < serq.index(f"public import Serq.{module}\n")
 
 
 def _stated(module: str, names: tuple[str, ...]) -> str:
@@ -569,11 +582,9 @@ def test_budget_cut_groundwork_is_stated_and_registered():
     assert "(run eng ss fuel (init ss)).records[i + 1].start = (run eng ss fuel (init ss)).records[i].start + 1 :=" in later
     _stated("BacklogBudgetCaps", ("run_caps", "run_life", "plan_caps", "plan_caps_short", "step_caps", "step_life",
                                   "serveRunning_caps", "admitHeads_caps", "stepRes_life", "newReq_life", "submit_life"))
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    for mod in ("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
+    _registered("BacklogBudget", "BacklogBudgetRun", "BacklogBudgetShort", "BacklogBudgetSound", "BacklogBudgetArrive",
                 "BacklogBudgetResets", "BacklogBudgetWork", "BacklogBudgetIdle", "BacklogBudgetLater",
-                "BacklogBudgetCaps"):
-        assert f"public import Serq.{mod}\n" in serq
+                "BacklogBudgetCaps")
 
 
 def test_budget_cut_progress_is_stated_and_registered():
@@ -585,7 +596,7 @@ def test_budget_cut_progress_is_stated_and_registered():
     assert ("countFirst (duePending (run eng ss k (init ss)).now (run eng ss k (init ss)).pending).1 ≠ 0 →\n"
             "        (step eng ss (run eng ss k (init ss))).records ≠ (run eng ss k (init ss)).records := by") in progress
     assert "(BacklogBudget.run_progress eng hph hb ss K P D hK0 hD hK hkv H) hreset" in progress
-    assert "public import Serq.BacklogBudgetProgress\n" in (REPO / "lean" / "Serq.lean").read_text()
+    _registered("BacklogBudgetProgress")
 
 
 def test_budget_cut_buckets_is_stated_and_registered():
@@ -598,7 +609,7 @@ def test_budget_cut_buckets_is_stated_and_registered():
     assert "BacklogMany.sumRem l ≤ M * (D * (D - 1) / 2) + P" in buckets
     # the counts are the model's own structurally recursive helpers, not List.filter / List.length
     assert "List.filter" not in buckets and "List.length" not in buckets
-    assert "public import Serq.BacklogBudgetBuckets\n" in (REPO / "lean" / "Serq.lean").read_text()
+    _registered("BacklogBudgetBuckets")
 
 
 def test_budget_cut_bound_is_stated_and_registered():
@@ -609,9 +620,7 @@ def test_budget_cut_bound_is_stated_and_registered():
             in bound)
     assert "(hw : GappedDecode g P D 1 ss) (fuel : Nat)" in bound
     assert "(hw : RenewalDecode g P D 0 ss) (fuel : Nat)" in bound
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    assert "public import Serq.BacklogBudgetBound\n" in serq
-    assert serq.index("public import Serq.BacklogBudgetBuckets\n") < serq.index("public import Serq.BacklogBudgetBound\n")
+    _imported_after("BacklogBudgetBound", "BacklogBudgetBuckets")
 
 
 def test_drift_machine_caps_is_stated_and_registered():
@@ -629,10 +638,8 @@ def test_drift_machine_caps_is_stated_and_registered():
     time = _stated("DriftMachineCapsTime", ("drift_machine_due_caps", "drift_machine_time_caps",
                                             "drift_machine_time_every_caps"))
     assert "(hcap : 2 + eng.budget / W ≤ eng.reqsCap)" in time and "sessionCount ss ≤ eng.reqsCap" not in time
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    for mod in ("DriftMachineCaps", "DriftMachineCapsTime"):
-        assert f"public import Serq.{mod}\n" in serq
-    assert serq.index("public import Serq.DriftMachineClock\n") < serq.index("public import Serq.DriftMachineCapsTime\n")
+    _registered("DriftMachineCaps")
+    _imported_after("DriftMachineCapsTime", "DriftMachineClock")
 
 
 def test_drift_paths_caps_is_stated_and_registered():
@@ -646,10 +653,7 @@ def test_drift_paths_caps_is_stated_and_registered():
     # the instance: 3 slots and 3 blocks at the horizon 100 (the old caps would need 200 slots)
     assert "example := drift_machine_return_bound_caps ⟨4, 3, 3, 16, 0, false, false⟩" in text
     assert "99 100 (Nat.le_refl _)" in text
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    assert "public import Serq.DriftPathsCaps\n" in serq
-    assert serq.index("public import Serq.DriftPathsHit\n") < serq.index("public import Serq.DriftPathsCaps\n")
-
+    _imported_after("DriftPathsCaps", "DriftPathsHit")
 
 
 def test_drift_return_is_stated_and_registered():
@@ -676,9 +680,8 @@ def test_drift_return_is_stated_and_registered():
     for name in ("drift_machine_positive_recurrent_caps", "drift_machine_return_tail_caps",
                  "drift_machine_return_mono_caps"):
         assert f"example := {name} ⟨4, 3, 3, 16, 0, false, false⟩ 3 1" in text
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    assert "public import Serq.DriftReturn\n" in serq
-    assert serq.index("public import Serq.DriftPathsCaps\n") < serq.index("public import Serq.DriftReturn\n")
+    _imported_after("DriftReturn", "DriftPathsCaps")
+
 
 def test_drift_caps_tight_is_stated_and_registered():
     # issue 14, result 7: the fixed caps cannot be lowered; the kernel evaluates an instance (budget 63,
@@ -690,8 +693,8 @@ def test_drift_caps_tight_is_stated_and_registered():
     assert "workAt ⟨63, 4, 10, 16, 0, false, false⟩ capsTightSessions 20 7 8 = 120" in text
     assert text.count("backlogAt 20 63 (arrivalsAt capsTightSessions) 7 = 119") == 2
     assert text.count("decide +kernel") == 2
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    assert serq.index("public import Serq.DriftPathsCaps\n") < serq.index("public import Serq.DriftCapsTight\n")
+    _imported_after("DriftCapsTight", "DriftPathsCaps")
+
 
 # --- dai_backlog_phased.sq: the bounded backlog on the phase-separated schedule (Serq.backlog_phased) ---
 
@@ -1159,9 +1162,7 @@ def test_svf_every_batch_theorems_are_in_their_module():
                  "svf_bound_of_server"):
         assert f"theorem {name} " in text, name
     assert "svfAttains" not in text and "n < 17" not in text  # no batch decided run by run any more
-    serq = (REPO / "lean" / "Serq.lean").read_text()
-    for module in ("Serq.KernelSelect", "Serq.KernelSelectRun", "Serq.SptShortestFirst"):
-        assert f"public import {module}\n" in serq, module
+    _registered("KernelSelect", "KernelSelectRun", "SptShortestFirst")
 
 
 def test_svf_first_steps_are_proved_for_every_batch():
