@@ -102,6 +102,21 @@ def test_another_planted_bug_shrinks_and_still_diverges():
     assert 3 * len(ir.to_json(shrunk.case.program)) < len(ir.to_json(case.program))
 
 
+def test_a_choose_bug_shrinks_to_a_tie():
+    """`choose_ties_to_the_largest` (a tie among a choose's indices goes to the largest): its first case, a
+    program of pools, stages and three blocks, shrinks to one session whose `init` chooses among two indices
+    whose keys tie, and observes the choice: what the bug needs and nothing else."""
+    _, case, _ = _planted_cases("choose_ties_to_the_largest")[0]
+    shrunk = shrink(case, planted_oracle("choose_ties_to_the_largest"), batch=20)
+    program = shrunk.case.program
+    choose, observe = program.workload.init
+    assert isinstance(choose, ir.ChooseStmt) and choose.count == ir.Num(value=2)
+    assert len({k.model_dump_json() for k in choose.keys}) == 1 and all(isinstance(k, ir.Num) for k in choose.keys)
+    assert isinstance(observe, ir.ObserveStmt) and observe.value == ir.Attr(name=choose.name)
+    assert program.server == [] and program.pools == [] and program.stages == []
+    assert planted_oracle("choose_ties_to_the_largest")([(shrunk.case, shrunk.observed)]) == [True]
+
+
 def trace_rows(program: ir.Program) -> list[list[str]]:
     """The rows of the trace a program replays (its header checked)."""
     header, *rows = Path(program.workload.arrival.file).read_text().splitlines()
