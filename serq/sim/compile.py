@@ -290,10 +290,14 @@ class ProgramCompiler:
             if e.fn in ("min", "max"):
                 if len(args) == 1:
                     return f"float({args[0]})"
-                # the builtin's fold, two at a time (_min2, _max2): the arguments evaluated in order
+                # the builtin's fold, two at a time, each pair written out (prelude's _min2 and
+                # _max2 without their call: a session calls them at every request): the arguments
+                # evaluated in order, the second kept only if it is less (min) or greater (max)
+                keeps_second = ">" if e.fn == "min" else "<"
                 out = args[0]
                 for a in args[1:]:
-                    out = f"_{e.fn}2({out}, {a})"
+                    t = self.mod.fresh("_m")
+                    out = f"({t}b if ({t}a := {out}) {keeps_second} ({t}b := {a}) else {t}a)"
                 return out
             return f"_fn_{e.fn}({', '.join(args)})"
         if k == "draw":
