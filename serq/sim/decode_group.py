@@ -557,7 +557,7 @@ def grow_cohort(st, C, clock: int, due) -> bool:
             J.base = other.grown
         other.members.extend(C.members)
     if used + m.cached > m.cap and m.entries:
-        m.make_room()
+        m.evict_excess()
     return True
 
 

@@ -257,7 +257,7 @@ class PoolMember:
         if used > self.max_used:
             self.max_used = used
         if used + self.cached > self.cap and self.entries:
-            self.make_room()
+            self.evict_excess()
 
     @property
     def batches_growths(self) -> bool:
@@ -287,7 +287,7 @@ class PoolMember:
         if used > self.max_used:
             self.max_used = used
         if used + self.cached > self.cap and self.entries:
-            self.make_room()
+            self.evict_excess()
 
     def to_lease(self, a: Alloc) -> None:
         """A lease is allocation only: its unallocated reservation no longer counts."""
@@ -345,12 +345,19 @@ class PoolMember:
         """Evict in the pool's order until the allocations and the cache fit."""
         if self.used + self.cached <= self.cap or not self.entries:
             return
-        E = self.E
-        if E.now > self.t_last:
-            self.touch(E.now)
+        now = self.E.now
+        if now > self.t_last:
+            self.touch(now)
+        self.evict_excess()
+
+    def evict_excess(self) -> None:
+        """`make_room` for a caller that has seen the allocations and the cache exceed the cap with an
+        entry in the cache, and has touched the pool at this instant (an engine's admissions and
+        growths, every iteration): its test and touch not made again."""
         if self.evict_by:
             # the keys of each entry, read once before anything is taken: its attributes, `size` (its
             # units now) and `waiting` (its session has a hold waiting for admission here)
+            E = self.E
             keys = self.evict_keys
             if self.evict_waiting:
                 queued = self.waiting_sessions()
@@ -364,8 +371,10 @@ class PoolMember:
                 self._evict_from(e)
         else:  # release order: the entries' own (a dict keeps it); the oldest, again, until they fit
             entries = self.entries
-            while entries and self.used + self.cached > self.cap:
+            while True:  # (the caller saw the excess and an entry)
                 self._evict_from(next(iter(entries.values())))
+                if not entries or self.used + self.cached <= self.cap:
+                    break
         if self.cached < 1e-9:
             self.cached = 0.0 if not self.entries else self.cached
 
