@@ -182,24 +182,27 @@ class PoolMember:
         self.clear_stats()
 
     def touch(self, now: float) -> None:
+        # (a float times a count, a block size times a ceiling, float first here and in the engine's
+        # hot paths: CPython tries int's multiplication first when the int is on the left, then the
+        # float's; the same product either way)
         dt = now - self.t_last
         if dt > 0.0:
             self.a_used += self.used * dt
             self.a_cached += self.cached * dt
-            self.a_queue += len(self.queue) * dt
-            self.a_holders += len(self.holders) * dt
+            self.a_queue += dt * len(self.queue)
+            self.a_holders += dt * len(self.holders)
             self.t_last = now
 
     # -- rounding
     def up(self, u: float) -> float:
         if self.block is None:
             return u
-        return ceil(u / self.bs) * self.bs if u != _INF else u
+        return self.bs * ceil(u / self.bs) if u != _INF else u
 
     def down(self, u: float) -> float:
         if self.block is None:
             return u
-        return floor(u / self.bs) * self.bs if u != _INF else u
+        return self.bs * floor(u / self.bs) if u != _INF else u
 
     # -- observables
     def cached_of(self, T) -> float:
@@ -383,7 +386,7 @@ class PoolMember:
         without blocks goes whole): min(units, the whole blocks covering the excess)."""
         over = self.used + self.cached - self.cap
         if self.block is not None:
-            blocks = math.ceil(over / self.bs) * self.bs
+            blocks = self.bs * math.ceil(over / self.bs)
             taken = blocks if blocks < e.units else e.units  # (min(e.units, blocks): the builtin is slow)
         else:
             taken = e.units
