@@ -807,7 +807,8 @@ class ProgramCompiler:
             pools.append(HoldPoolSpec(
                 name=hp.pool.pool, resolver=resolver, units=units, reserve=reserve,
                 units_static=is_static(hp.units),
-                reserve_static=hp.reserve is None or is_static(hp.reserve)))
+                reserve_static=hp.reserve is None or is_static(hp.reserve),
+                refusable=self.refusable_at_join(hp)))
         reuse = cache = lease_fn = None
         reuse_pools = cache_pools = frozenset()
         if s.reuse is not None:
@@ -832,6 +833,20 @@ class ProgramCompiler:
                         lease_pos=lease_pos, lease=lease_fn)
         self.holds.append(spec)
         return spec
+
+    def refusable_at_join(self, hp) -> bool:
+        """Whether a hold's pool may refuse it when it joins (`Holds.rejected_at_join`): not when it asks
+        a number of units, with no reserve, that every member of its family fits within its cap
+        (`reqs (1)` on an engine's slots), a check that the hold then skips at every join."""
+        units = hp.units
+        while isinstance(units, ir.CostOf):  # (`cost(kv, e)` is e, in units of the pool)
+            units = units.arg
+        if hp.reserve is not None or not isinstance(units, ir.Num):
+            return True
+        u = float(units.value)
+        if not 0.0 <= u < math.inf:  # (rejected_at_join reports it)
+            return True
+        return any(m.up(u) > m.cap for m in self.engine.pool_members[hp.pool.pool])
 
     # -- legs
     def leg_function(self, body: list, ctx: "_Ctx") -> _Late:

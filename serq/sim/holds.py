@@ -61,6 +61,8 @@ class Holds:
         spec = F.spec
         A = T.A
         for i, p in enumerate(spec.pools):
+            if not p.refusable:
+                continue
             m = F.members[i]
             if m.cap == math.inf:
                 continue

@@ -32,6 +32,7 @@ class HoldPoolSpec:
     reserve: object | None
     units_static: bool
     reserve_static: bool
+    refusable: bool = True  # False: its number of units fits every member (ProgramCompiler.refusable_at_join)
 
 
 @dataclass
