@@ -299,6 +299,13 @@ class ProgramCompiler:
                     t = self.mod.fresh("_m")
                     out = f"({t}b if ({t}a := {out}) {keeps_second} ({t}b := {a}) else {t}a)"
                 return out
+            # prelude's _fn_floor, _fn_ceil and _fn_reusable without their call (a session rounds
+            # its draws and reads its reusable prefix at every request)
+            if e.fn in ("floor", "ceil") and len(args) == 1:
+                t = self.mod.fresh("_r")
+                return f"(float(_{e.fn}({t})) if _isfinite({t} := float({args[0]})) else {t})"
+            if e.fn == "reusable" and len(args) == 2:
+                return f"_reusable(float({args[0]}), float({args[1]}))"
             return f"_fn_{e.fn}({', '.join(args)})"
         if k == "draw":
             if env.stream is None:
