@@ -290,11 +290,22 @@ class ProgramCompiler:
             if e.fn in ("min", "max"):
                 if len(args) == 1:
                     return f"float({args[0]})"
-                # the builtin's fold, two at a time (_min2, _max2): the arguments evaluated in order
+                # the builtin's fold, two at a time, each pair written out (prelude's _min2 and
+                # _max2 without their call: a session calls them at every request): the arguments
+                # evaluated in order, the second kept only if it is less (min) or greater (max)
+                keeps_second = ">" if e.fn == "min" else "<"
                 out = args[0]
                 for a in args[1:]:
-                    out = f"_{e.fn}2({out}, {a})"
+                    t = self.mod.fresh("_m")
+                    out = f"({t}b if ({t}a := {out}) {keeps_second} ({t}b := {a}) else {t}a)"
                 return out
+            # prelude's _fn_floor, _fn_ceil and _fn_reusable without their call (a session rounds
+            # its draws and reads its reusable prefix at every request)
+            if e.fn in ("floor", "ceil") and len(args) == 1:
+                t = self.mod.fresh("_r")
+                return f"(float(_{e.fn}({t})) if _isfinite({t} := float({args[0]})) else {t})"
+            if e.fn == "reusable" and len(args) == 2:
+                return f"_reusable(float({args[0]}), float({args[1]}))"
             return f"_fn_{e.fn}({', '.join(args)})"
         if k == "draw":
             if env.stream is None:
@@ -803,7 +814,8 @@ class ProgramCompiler:
             pools.append(HoldPoolSpec(
                 name=hp.pool.pool, resolver=resolver, units=units, reserve=reserve,
                 units_static=is_static(hp.units),
-                reserve_static=hp.reserve is None or is_static(hp.reserve)))
+                reserve_static=hp.reserve is None or is_static(hp.reserve),
+                refusable=self.refusable_at_join(hp)))
         reuse = cache = lease_fn = None
         reuse_pools = cache_pools = frozenset()
         if s.reuse is not None:
@@ -828,6 +840,20 @@ class ProgramCompiler:
                         lease_pos=lease_pos, lease=lease_fn)
         self.holds.append(spec)
         return spec
+
+    def refusable_at_join(self, hp) -> bool:
+        """Whether a hold's pool may refuse it when it joins (`Holds.rejected_at_join`): not when it asks
+        a number of units, with no reserve, that every member of its family fits within its cap
+        (`reqs (1)` on an engine's slots), a check that the hold then skips at every join."""
+        units = hp.units
+        while isinstance(units, ir.CostOf):  # (`cost(kv, e)` is e, in units of the pool)
+            units = units.arg
+        if hp.reserve is not None or not isinstance(units, ir.Num):
+            return True
+        u = float(units.value)
+        if not 0.0 <= u < math.inf:  # (rejected_at_join reports it)
+            return True
+        return any(m.up(u) > m.cap for m in self.engine.pool_members[hp.pool.pool])
 
     # -- legs
     def leg_function(self, body: list, ctx: "_Ctx") -> _Late:

@@ -190,7 +190,7 @@ def try_join(st, J) -> None:
         if a.req != pos or pos % 1.0:
             return
         bs = a.member.bs  # (up(pos + 1), written out: the group's pools allocate whole blocks)
-        kv = ceil((pos + 1.0) / bs) * bs
+        kv = bs * ceil((pos + 1.0) / bs)
     n = services_left(J, pos, rem, kv)
     if n < 1.0:
         return
@@ -331,7 +331,7 @@ def serve_grouped(st) -> None:
                 else:
                     t = a.pos + behind + 1.0
                     bs = a.member.bs  # (a member's pool allocates whole blocks: up(x) is this)
-                    kv = ceil(t / bs) * bs
+                    kv = bs * ceil(t / bs)
                     units = a.units
                     if t > units:
                         m = a.member
@@ -374,7 +374,7 @@ def serve_grouped(st) -> None:
                         left = kv - t
                         steady = True
                     else:
-                        left = ceil((t + 1.0) / bs) * bs
+                        left = bs * ceil((t + 1.0) / bs)
                         if units < left:
                             left = units
                         left -= t
@@ -414,7 +414,7 @@ def serve_grouped(st) -> None:
                 t = a.pos + 1.0
                 m = a.member
                 bs = m.bs  # (m.up(t), written out: with the group, every growing pool has whole blocks)
-                kv = ceil(t / bs) * bs
+                kv = bs * ceil(t / bs)
                 if t > a.units:
                     st.budget = budget
                     st._add_decodes(n, kvd)
@@ -528,7 +528,7 @@ def grow_cohort(st, C, clock: int, due) -> bool:
             tokens += n
             a = J.alloc
             if a is not None and a.member is m:
-                grow = ceil((a.pos + n) / bs) * bs - a.units  # (serve_one's growth, if it takes n)
+                grow = bs * ceil((a.pos + n) / bs) - a.units  # (serve_one's growth, if it takes n)
                 if grow > 0.0:
                     room += grow
         if tokens > st.budget:
@@ -557,7 +557,7 @@ def grow_cohort(st, C, clock: int, due) -> bool:
             J.base = other.grown
         other.members.extend(C.members)
     if used + m.cached > m.cap and m.entries:
-        m.make_room()
+        m.evict_excess()
     return True
 
 

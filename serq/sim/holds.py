@@ -61,6 +61,8 @@ class Holds:
         spec = F.spec
         A = T.A
         for i, p in enumerate(spec.pools):
+            if not p.refusable:
+                continue
             m = F.members[i]
             if m.cap == math.inf:
                 continue
@@ -241,7 +243,7 @@ class Holds:
             if used > m.max_used:
                 m.max_used = used
             if used + m.cached > m.cap and m.entries:  # (make_room's test: only a cache gives way)
-                m.make_room()
+                m.evict_excess()
             m.admissions += 1
             m.wait_sum += now - F.joined
         A["cached"] = cached_attr if cached_attr is not None else 0.0

@@ -32,6 +32,7 @@ class HoldPoolSpec:
     reserve: object | None
     units_static: bool
     reserve_static: bool
+    refusable: bool = True  # False: its number of units fits every member (ProgramCompiler.refusable_at_join)
 
 
 @dataclass
@@ -109,7 +110,7 @@ class Entry:
 
 
 class PoolMember:
-    # slots, for the reason Engine's are (serq.sim.engine): 50 fields
+    # slots, for the reason Engine's are (serq.sim.engine): 51 fields
     __slots__ = (
         'E', 'decl', 'name', 'index', 'label', 'order', 'cap', 'block', 'bs', 'whole_blocks',
         'reserve_held', 'preempt_by', 'requeue_tail', 'queue_by', 'evict_by', 'queue_keys',
@@ -117,7 +118,7 @@ class PoolMember:
         'reserved_out', 'holders', 'entries', 'live', 'cached', 'queue', 'growers', 't_last',
         'evicted_total', 'a_used', 'a_cached', 'a_queue', 'a_holders', 'max_used', 'max_queue',
         'admissions', 'wait_sum', 'rejected', 'evicted_entries', 'evicted_units', 'preemptions',
-        'spills', 'stuck', 'leases_expired', 'grows', 'grow_waits',
+        'spills', 'stuck', 'leases_expired', 'grows', 'grow_waits', 'oldest',
     )
 
     def __init__(self, engine, decl, index: int | None, order: int) -> None:
@@ -148,6 +149,7 @@ class PoolMember:
         self.reserved_out = 0.0
         self.holders: dict[int, Alloc] = {}
         self.entries: dict[int, Entry] = {}
+        self.oldest: Entry | None = None  # the oldest entry when last looked for (evict_excess)
         self.live: dict[int, Entry] = {}
         self.cached = 0.0
         self.queue: deque = deque()
@@ -182,24 +184,27 @@ class PoolMember:
         self.clear_stats()
 
     def touch(self, now: float) -> None:
+        # (a float times a count, a block size times a ceiling, float first here and in the engine's
+        # hot paths: CPython tries int's multiplication first when the int is on the left, then the
+        # float's; the same product either way)
         dt = now - self.t_last
         if dt > 0.0:
             self.a_used += self.used * dt
             self.a_cached += self.cached * dt
-            self.a_queue += len(self.queue) * dt
-            self.a_holders += len(self.holders) * dt
+            self.a_queue += dt * len(self.queue)
+            self.a_holders += dt * len(self.holders)
             self.t_last = now
 
     # -- rounding
     def up(self, u: float) -> float:
         if self.block is None:
             return u
-        return ceil(u / self.bs) * self.bs if u != _INF else u
+        return self.bs * ceil(u / self.bs) if u != _INF else u
 
     def down(self, u: float) -> float:
         if self.block is None:
             return u
-        return floor(u / self.bs) * self.bs if u != _INF else u
+        return self.bs * floor(u / self.bs) if u != _INF else u
 
     # -- observables
     def cached_of(self, T) -> float:
@@ -257,7 +262,7 @@ class PoolMember:
         if used > self.max_used:
             self.max_used = used
         if used + self.cached > self.cap and self.entries:
-            self.make_room()
+            self.evict_excess()
 
     @property
     def batches_growths(self) -> bool:
@@ -287,7 +292,7 @@ class PoolMember:
         if used > self.max_used:
             self.max_used = used
         if used + self.cached > self.cap and self.entries:
-            self.make_room()
+            self.evict_excess()
 
     def to_lease(self, a: Alloc) -> None:
         """A lease is allocation only: its unallocated reservation no longer counts."""
@@ -345,12 +350,19 @@ class PoolMember:
         """Evict in the pool's order until the allocations and the cache fit."""
         if self.used + self.cached <= self.cap or not self.entries:
             return
-        E = self.E
-        if E.now > self.t_last:
-            self.touch(E.now)
+        now = self.E.now
+        if now > self.t_last:
+            self.touch(now)
+        self.evict_excess()
+
+    def evict_excess(self) -> None:
+        """`make_room` for a caller that has seen the allocations and the cache exceed the cap with an
+        entry in the cache, and has touched the pool at this instant (an engine's admissions and
+        growths, every iteration): its test and touch not made again."""
         if self.evict_by:
             # the keys of each entry, read once before anything is taken: its attributes, `size` (its
             # units now) and `waiting` (its session has a hold waiting for admission here)
+            E = self.E
             keys = self.evict_keys
             if self.evict_waiting:
                 queued = self.waiting_sessions()
@@ -364,8 +376,16 @@ class PoolMember:
                 self._evict_from(e)
         else:  # release order: the entries' own (a dict keeps it); the oldest, again, until they fit
             entries = self.entries
-            while entries and self.used + self.cached > self.cap:
-                self._evict_from(next(iter(entries.values())))
+            while True:  # (the caller saw the excess and an entry)
+                e = self.oldest
+                if e is None or entries.get(e.seq) is not e:
+                    # An entry joins at the dict's end and stays the oldest until it leaves, so the
+                    # one found last is kept: finding it again from the dict's start steps over every
+                    # entry removed since the dict last grew (~100, 600 instructions, at 64 residents)
+                    e = self.oldest = next(iter(entries.values()))
+                self._evict_from(e)
+                if not entries or self.used + self.cached <= self.cap:
+                    break
         if self.cached < 1e-9:
             self.cached = 0.0 if not self.entries else self.cached
 
@@ -374,7 +394,7 @@ class PoolMember:
         without blocks goes whole): min(units, the whole blocks covering the excess)."""
         over = self.used + self.cached - self.cap
         if self.block is not None:
-            blocks = math.ceil(over / self.bs) * self.bs
+            blocks = self.bs * math.ceil(over / self.bs)
             taken = blocks if blocks < e.units else e.units  # (min(e.units, blocks): the builtin is slow)
         else:
             taken = e.units

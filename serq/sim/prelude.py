@@ -34,6 +34,10 @@ def _ix(arr, v, kind: str, name: str):
 HELPERS = {
     **SITE_DRAWS,
     "_log": math.log,
+    "_floor": math.floor,  # (floor, ceil and reusable as the generated code writes them out: compile.py)
+    "_ceil": math.ceil,
+    "_isfinite": math.isfinite,
+    "_reusable": reusable,
     "_block_key": block_key,
     "_ix": _ix,
     "_Preempted": Preempted,

@@ -207,7 +207,7 @@ class StepStage(StageMember):
     def touch(self, now: float) -> None:
         dt = now - self.t_last
         if dt > 0.0:
-            self.a_res += len(self.res) * dt
+            self.a_res += dt * len(self.res)
             if self.busy:
                 self.a_busy += dt
             self.t_last = now
