@@ -1197,7 +1197,8 @@ def test_kernel_recorded_run_is_the_hand_computed_one():
 
 @pytest.mark.parametrize("source, where, what", [
     ("stage s : ps(2);", "3:3", "stage `s` is `ps(…)`"),
-    ("stage s : fifo; pool kv { cap 8; block 2; reserve held; }", "3:19", "`reserve held` on pool `kv`"),
+    ("stage s : fifo; pool host { cap 64; } stage link : delay; "
+     "pool kv { cap 8; spill host via link (cost(link, 1)) when (1); }", "3:61", "`spill` on pool `kv`"),
     ("stage s : fifo; pool kv { cap 8; preempt lifo; }", "3:19", "preemption on pool `kv`"),
     ("stage s : fifo; pool kv { cap inf; }", "3:19", "the cap inf of pool `kv`"),
 ])

@@ -161,13 +161,15 @@ def runReady (p : Program) : Nat → Machine → Machine
 
 /-- Every pool of a hold has room for its units and its reserve (`used + max(u, r) ≤ cap`, each in
 whole blocks), read now, every pool as `v` shows it (`Engine.try_admit` reads them all before it
-takes anything). -/
-def fits (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
+takes anything); on a `reserve held` pool, next to what the holds there reserved and have not
+allocated (`used + Σ max(0, rᵢ - allocᵢ) + max(u, r) ≤ cap`, `reservedOn`: `threads` are the
+machine's, the holder's own holds included). -/
+def fits (p : Program) (threads : List Thread) (v : PoolView) (attrs : List Nat) (now : Nat) : List HoldOn → Bool
   | [] => true
   | h :: hs =>
-    let b := getAt blocks h.pool
+    let b := getAt p.blocks h.pool
     decide ((getPool v.pools h.pool).used + Nat.max (roundUp b (eval v attrs now 0 h.units)) (roundUp b (eval v attrs now 0 h.reserve))
-      ≤ getAt v.caps h.pool) && fits blocks v attrs now hs
+      + reservedOn p threads h.pool ≤ getAt v.caps h.pool) && fits p threads v attrs now hs
 
 /-- A hold's admission, pool by pool in its order (`Engine.try_admit`): where it reuses (`caching`
 and the pool among the reuse clause's), it consumes of the session's live entry at most `ρ` (the
@@ -195,7 +197,8 @@ def admitOn (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool
     let q' := { q with used := used, holders := q.holders + 1, entries := evictIn p threads ps now h.pool used entries }
     let rest := admitOn p threads v caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
       (setPool ps h.pool q') hs
-    (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false⟩ :: rest.2.2)
+    (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false,
+      if getBool p.reserveHeld h.pool then roundUp b (eval v attrs now 0 h.reserve) else 0⟩ :: rest.2.2)
 
 def reuseLimit (v : PoolView) (attrs : List Nat) (now : Nat) : Option Expr → Option Nat
   | none => none
@@ -278,7 +281,7 @@ def retryQueue (p : Program) : Nat → Machine → Nat → Bool → Machine × B
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.blocks (m.view p th.serial) th.attrs m.now w.on then
+      if fits p m.threads (m.view p th.serial) th.attrs m.now w.on then
         retryQueue p f { m.admitWaiter p [] i j with ready := appendNat m.ready w.thread } i true
       else (m, progress)
 
@@ -413,7 +416,7 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Boo
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.blocks ⟨p.caps, m.pools, th.serial, admissionStage chunk b.budget⟩ th.attrs m.now w.on then
+      if fits p m.threads ⟨p.caps, m.pools, th.serial, admissionStage chunk b.budget⟩ th.attrs m.now w.on then
         let r := admitOne p f s chunk i j only m b
         admitWaiting p s chunk only gated f r.1 r.2
       else (m, b)

@@ -30,7 +30,9 @@ them), in prefix form:
   by` keys as their count then, per pool, its keys as a list of expressions, and their `evict by` keys
   the same way (empty: `evict lru`); then a trace's arrival times as their count then each (none without
   a trace), the places of its attributes as their count then each, and its sessions as their count then
-  each one's rows as their count then `new out think forced` each;
+  each one's rows as their count then `new out think forced` each, the trace sessions the sessions replay
+  (`Program.traceNos`) as their count then each, and the pools' `reserve held` (`Program.reserveHeld`) as
+  their count then each (`1` held, `0` not);
 * block: its length, then its statements;
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses lease)ⁿ reuse cache body` hold (reuse and cache
@@ -344,6 +346,11 @@ where
       | none => none
     | _ + 1, _ => none
 
+/-- `reserve held` per pool, read as 0 (no) or anything else (yes). -/
+def boolsOf : List Nat → List Bool
+  | [] => []
+  | n :: ns => (n != 0) :: boolsOf ns
+
 def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
   | attrs :: serialAt :: turnNoAt :: sessions :: gap :: r =>
     match readBlock f r with
@@ -379,11 +386,14 @@ def readProgram (f : Nat) : List Nat → Option (Program × List Nat)
                                   match readTraceRows ns r with
                                   | some (rows, nn :: r) =>
                                     match readNats nn r with
-                                    | some (traceNos, r) =>
-                                      some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages,
-                                        caps, keys, gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys,
-                                        evictKeys, times, traceAt, rows, traceNos⟩, r)
-                                    | none => none
+                                    | some (traceNos, nh :: r) =>
+                                      match readNats nh r with
+                                      | some (held, r) =>
+                                        some (⟨attrs, serialAt, turnNoAt, init, turnBlock, session, server, sessions, stages,
+                                          caps, keys, gap, blocks, cachedAt, engines, admitVia, computedAt, modes, preemptKeys,
+                                          evictKeys, times, traceAt, rows, traceNos, boolsOf held⟩, r)
+                                      | none => none
+                                    | _ => none
                                   | _ => none
                                 | _ => none
                               | _ => none

@@ -869,16 +869,16 @@ theorem withinCaps_setPool (caps : List Nat) (ps : List PoolState) (i : Nat) (v 
 
 /-- What `fits` checks: every pool of the hold has room for its units (and its reserve), in whole blocks,
 in the pools as `v` shows them. -/
-theorem fits_units (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) :
-    ∀ (hs : List HoldOn), fits blocks v attrs now hs = true → ∀ h ∈ hs,
-      (getPool v.pools h.pool).used + roundUp (getAt blocks h.pool) (eval v attrs now 0 h.units) ≤ getAt v.caps h.pool
+theorem fits_units (p : Program) (threads : List Thread) (v : PoolView) (attrs : List Nat) (now : Nat) :
+    ∀ (hs : List HoldOn), fits p threads v attrs now hs = true → ∀ h ∈ hs,
+      (getPool v.pools h.pool).used + roundUp (getAt p.blocks h.pool) (eval v attrs now 0 h.units) ≤ getAt v.caps h.pool
   | [], _, h, hh => by simp at hh
   | x :: xs, hf, h, hh => by
     simp only [fits, Bool.and_eq_true, decide_eq_true_eq] at hf
     simp only [List.mem_cons] at hh
     rcases hh with rfl | hh
-    · exact Nat.le_trans (Nat.add_le_add_left (Nat.le_max_left _ _) _) hf.1
-    · exact fits_units blocks v attrs now xs hf.2 h hh
+    · exact Nat.le_trans (Nat.le_trans (Nat.add_le_add_left (Nat.le_max_left _ _) _) (Nat.le_add_right _ _)) hf.1
+    · exact fits_units p threads v attrs now xs hf.2 h hh
 
 /-- An admission (`admitOn`, pool by pool) keeps every pool within its cap when each of the hold's pools
 has room for its units in the pools as they stand (what `fits` checks: `fits_units`) and the hold names
@@ -928,7 +928,7 @@ once `fits` holds, in the pools as they stand) keeps every pool within its cap, 
 each pool once. -/
 theorem Machine.admitWaiter_within (p : Program) (m : Machine) (stage : List Nat) (i j : Nat)
     (hw : withinCaps p.caps m.pools)
-    (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
+    (hfit : fits p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
       (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
       (getWaiter (getPool m.pools i).queue j).on = true)
     (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup) :
@@ -938,7 +938,7 @@ theorem Machine.admitWaiter_within (p : Program) (m : Machine) (stage : List Nat
   refine admitOn_within p _ _ _ _ _ _ _ _ _ _ (withinCaps_setPool _ _ _ _ hw (hw i)) ?_ hnd
   intro h hh
   rw [getPool_setPool_used m.pools i { getPool m.pools i with queue := removeWaiter (getPool m.pools i).queue j } rfl]
-  exact fits_units _ _ _ _ _ hfit h hh
+  exact fits_units _ _ _ _ _ _ hfit h hh
 
 /-! ### The program's hypotheses for KV conservation, decided on its value
 

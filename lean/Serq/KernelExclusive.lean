@@ -69,7 +69,7 @@ def exclusiveAdmit (p : Program) (s chunk : Nat) : Nat → Machine → Batch →
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.blocks ⟨p.caps, m.pools, th.serial, admissionStage chunk b.cap⟩ th.attrs m.now w.on then
+      if fits p m.threads ⟨p.caps, m.pools, th.serial, admissionStage chunk b.cap⟩ th.attrs m.now w.on then
         let m1 := m.admitWaiter p (admissionStage chunk b.cap) i j
         let m2 := exec p f m1 (getThread m1.threads w.thread)
         match residentOf w.thread (getEngineState m2.engines s).residents with

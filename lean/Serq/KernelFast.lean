@@ -210,7 +210,7 @@ def heldWithout (xarg : List Held) : Nat → List Held :=
   List.rec (motive := fun _ => Nat → List Held) (heldWithout.base)
     (fun kfx kfxs kfih => heldWithout.step kfx kfxs kfih) xarg
 
-def heldPart.base : Nat → Held := fun i => ⟨i, 0, false, true, 0, false⟩
+def heldPart.base : Nat → Held := fun i => ⟨i, 0, false, true, 0, false, 0⟩
 
 def heldPart.step (h : Held) (hs : List Held) (kfih : Nat → Held) : Nat → Held := fun i => if h.pool == i then h else kfih i
 
@@ -233,6 +233,46 @@ def partOn.rec (xarg : List Frame) : Nat → Option Held :=
 
 def partOn : List Frame → Nat → Option Held :=
   fun kfb0 kfb1 => partOn.rec kfb0 kfb1
+
+def getBool (l : List Bool) (i : Nat) : Bool :=
+  List.rec (motive := fun _ => Nat → Bool) (fun _ => false)
+    (fun x _ ih i => Nat.casesOn (motive := fun _ => Bool) i x (fun j => ih j)) l i
+
+def heldReserved.base : Nat → Nat := fun _ => 0
+
+def heldReserved.step (h : Held) (hs : List Held) (kfih : Nat → Nat) : Nat → Nat := fun i => (if h.pool == i && !h.given then h.reserve - h.units else 0) + kfih i
+
+def heldReserved (xarg : List Held) : Nat → Nat :=
+  List.rec (motive := fun _ => Nat → Nat) (heldReserved.base)
+    (fun kfx kfxs kfih => heldReserved.step kfx kfxs kfih) xarg
+
+def framesReserved.base : Nat → Nat := fun _ => 0
+
+def framesReserved.step (kfx : Frame) (k : List Frame) (kfih : Nat → Nat) : Nat → Nat := fun i =>
+    match kfx with
+    | .release held _ => heldReserved held i + kfih i
+    | _ => kfih i
+
+def framesReserved.rec (xarg : List Frame) : Nat → Nat :=
+  List.rec (motive := fun _ => Nat → Nat) (framesReserved.base)
+    (fun kfx kfxs kfih => framesReserved.step kfx kfxs kfih) xarg
+
+def framesReserved : List Frame → Nat → Nat :=
+  fun kfb0 kfb1 => framesReserved.rec kfb0 kfb1
+
+def threadsReserved.base : Nat → Nat := fun _ => 0
+
+def threadsReserved.step (t : Thread) (ts : List Thread) (kfih : Nat → Nat) : Nat → Nat := fun i => framesReserved t.k i + kfih i
+
+def threadsReserved (xarg : List Thread) : Nat → Nat :=
+  List.rec (motive := fun _ => Nat → Nat) (threadsReserved.base)
+    (fun kfx kfxs kfih => threadsReserved.step kfx kfxs kfih) xarg
+
+def reservedOn (p : Program) (threads : List Thread) (i : Nat) : Nat :=
+  if getBool p.reserveHeld i then threadsReserved threads i else 0
+
+def reservedAfter (p : Program) (threads : List Thread) (i want : Nat) (h : Held) : Nat :=
+  if getBool p.reserveHeld i then threadsReserved threads i - (h.reserve - h.units) + (h.reserve - want) else 0
 
 def heldGrown.base : Nat → Nat → List Held := fun _ _ => []
 
@@ -824,7 +864,7 @@ def growPreempting.step (p : Program) (s i want t : Nat) (f : Nat) (kfih : Machi
     match partOn (getThread m.threads t).k i with
     | none => (m, b, 2)
     | some h =>
-      if (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i then ((Machine.grown (m := m)) p t i want h, b, 0) else
+      if (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i then ((Machine.grown (m := m)) p t i want h, b, 0) else
       match victimIn p m (getKeys p.preemptKeys i) i 0 none (getEngineState m.engines s).residents with
       | none => (m, b, 2)
       | some v =>
@@ -845,7 +885,7 @@ def Machine.serveOne (p : Program) (s : Nat) (m : Machine) (b : Batch) (r : Resi
       let want := roundUp (getAt p.blocks i) (h.pos + n)
       if want ≤ h.units then let x := m.served s b r n; (x.1, x.2, 0)
       else if getAt p.preemptModes i = 0 then
-        if (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i then
+        if (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i then
           let x := ((Machine.grown (m := m)) p r.thread i want h).served s b r n; (x.1, x.2, 0)
         else (m, b, 1)
       else
@@ -992,16 +1032,16 @@ def runReady (p : Program) (xarg : Nat) : Machine → Machine :=
   Nat.rec (motive := fun _ => Machine → Machine) (runReady.base p)
     (fun kfn kfih => runReady.step p kfn kfih) xarg
 
-def fits.base (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) : Bool := true
+def fits.base (p : Program) (threads : List Thread) (v : PoolView) (attrs : List Nat) (now : Nat) : Bool := true
 
-def fits.step (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) (h : HoldOn) (hs : List HoldOn) (kfih : Bool) : Bool :=
-    let b := getAt blocks h.pool
+def fits.step (p : Program) (threads : List Thread) (v : PoolView) (attrs : List Nat) (now : Nat) (h : HoldOn) (hs : List HoldOn) (kfih : Bool) : Bool :=
+    let b := getAt p.blocks h.pool
     decide ((getPool v.pools h.pool).used + Nat.max (roundUp b (eval v attrs now 0 h.units)) (roundUp b (eval v attrs now 0 h.reserve))
-      ≤ getAt v.caps h.pool) && kfih
+      + reservedOn p threads h.pool ≤ getAt v.caps h.pool) && kfih
 
-def fits (blocks : List Nat) (v : PoolView) (attrs : List Nat) (now : Nat) (xarg : List HoldOn) : Bool :=
-  List.rec (motive := fun _ => Bool) (fits.base blocks v attrs now)
-    (fun kfx kfxs kfih => fits.step blocks v attrs now kfx kfxs kfih) xarg
+def fits (p : Program) (threads : List Thread) (v : PoolView) (attrs : List Nat) (now : Nat) (xarg : List HoldOn) : Bool :=
+  List.rec (motive := fun _ => Bool) (fits.base p threads v attrs now)
+    (fun kfx kfxs kfih => fits.step p threads v attrs now kfx kfxs kfih) xarg
 
 def admitOn.base (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat) (attrs : List Nat) (now : Nat) : Bool → Nat → List PoolState → List PoolState × Nat × List Held := fun _ attr ps => (ps, attr, [])
 
@@ -1020,7 +1060,8 @@ def admitOn.step (p : Program) (threads : List Thread) (v : PoolView) (caching :
     let q' := { q with used := used, holders := q.holders + 1, entries := evictIn p threads ps now h.pool used entries }
     let rest := kfih (first && !reusing) (if reusing && first then consumed else attr)
       (setPool ps h.pool q')
-    (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false⟩ :: rest.2.2)
+    (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false,
+      if getBool p.reserveHeld h.pool then roundUp b (eval v attrs now 0 h.reserve) else 0⟩ :: rest.2.2)
 
 def admitOn.rec (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat) (attrs : List Nat) (now : Nat) (xarg : List HoldOn) : Bool → Nat → List PoolState → List PoolState × Nat × List Held :=
   List.rec (motive := fun _ => Bool → Nat → List PoolState → List PoolState × Nat × List Held) (admitOn.base p threads v caching rho attrs now)
@@ -1107,7 +1148,7 @@ def retryQueue.step (p : Program) (f : Nat) (kfih : Machine → Nat → Bool →
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.blocks (m.view p th.serial) th.attrs m.now w.on then
+      if fits p m.threads (m.view p th.serial) th.attrs m.now w.on then
         kfih { (Machine.admitWaiter (m := m)) p [] i j with ready := appendNat m.ready w.thread } i true
       else (m, progress)
 
@@ -1233,7 +1274,7 @@ def admitWaiting.step (p : Program) (s chunk : Nat) (only : Option Expr) (gated 
       let j := select p m i queue
       let w := getWaiter queue j
       let th := getThread m.threads w.thread
-      if fits p.blocks ⟨p.caps, m.pools, th.serial, admissionStage chunk b.budget⟩ th.attrs m.now w.on then
+      if fits p m.threads ⟨p.caps, m.pools, th.serial, admissionStage chunk b.budget⟩ th.attrs m.now w.on then
         let r := admitOne p f s chunk i j only m b
         kfih r.1 r.2
       else (m, b)

@@ -359,6 +359,73 @@ theorem partOn_eq : @partOn = @Serq.Kernel.partOn := by
   funext kfb0 kfb1
   exact congrFun (h kfb0) kfb1
 
+theorem getBool_eq : @getBool = @Serq.Kernel.getBool := by
+  funext l i
+  induction l generalizing i with
+  | nil => rfl
+  | cons x xs ih => cases i with
+    | zero => rfl
+    | succ j => exact ih j
+
+theorem heldReserved_eq : @heldReserved = @Serq.Kernel.heldReserved := by
+  funext xarg
+  induction xarg with
+  | nil =>
+    show heldReserved.base = _
+    delta heldReserved.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show heldReserved.step kfx kfxs (heldReserved kfxs) = _
+    rw [ih]
+    delta heldReserved.step
+    all_goals rfl
+
+theorem framesReserved_eq : @framesReserved = @Serq.Kernel.framesReserved := by
+  have h : ∀ (xarg : List Frame), framesReserved.rec xarg = fun (kfb1 : Nat) => Serq.Kernel.framesReserved xarg kfb1 := by
+    intro xarg
+    induction xarg with
+    | nil =>
+      funext kfb1
+      show framesReserved.base kfb1 = _
+      delta framesReserved.base
+      all_goals (try rw [heldReserved_eq])
+      all_goals (first | rfl)
+    | cons kfx kfxs ih =>
+      funext kfb1
+      show framesReserved.step kfx kfxs (framesReserved.rec kfxs) kfb1 = _
+      rw [ih]
+      delta framesReserved.step
+      all_goals (try rw [heldReserved_eq])
+      all_goals (first | rfl | (cases kfx <;> rfl))
+  funext kfb0 kfb1
+  exact congrFun (h kfb0) kfb1
+
+theorem threadsReserved_eq : @threadsReserved = @Serq.Kernel.threadsReserved := by
+  funext xarg
+  induction xarg with
+  | nil =>
+    show threadsReserved.base = _
+    delta threadsReserved.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show threadsReserved.step kfx kfxs (threadsReserved kfxs) = _
+    rw [ih]
+    delta threadsReserved.step
+    all_goals (try rw [framesReserved_eq])
+    all_goals rfl
+
+theorem reservedOn_eq : @reservedOn = @Serq.Kernel.reservedOn := by
+  delta reservedOn
+  all_goals (try rw [getBool_eq])
+  all_goals (try rw [threadsReserved_eq])
+  all_goals rfl
+
+theorem reservedAfter_eq : @reservedAfter = @Serq.Kernel.reservedAfter := by
+  delta reservedAfter
+  all_goals (try rw [getBool_eq])
+  all_goals (try rw [threadsReserved_eq])
+  all_goals rfl
+
 theorem heldGrown_eq : @heldGrown = @Serq.Kernel.heldGrown := by
   funext xarg
   induction xarg with
@@ -1189,6 +1256,7 @@ theorem growPreempting_eq : @growPreempting = @Serq.Kernel.growPreempting := by
     all_goals (try rw [getPool_eq])
     all_goals (try rw [getThread_eq])
     all_goals (try rw [partOn_eq])
+    all_goals (try rw [reservedAfter_eq])
     all_goals (try rw [getEngineState_eq])
     all_goals (try rw [getKeys_eq])
     all_goals (try rw [Machine.grown_eq])
@@ -1202,6 +1270,7 @@ theorem Machine.serveOne_eq : @Machine.serveOne = @Serq.Kernel.Machine.serveOne 
   all_goals (try rw [getPool_eq])
   all_goals (try rw [getThread_eq])
   all_goals (try rw [partOn_eq])
+  all_goals (try rw [reservedAfter_eq])
   all_goals (try rw [getEngineState_eq])
   all_goals (try rw [countResidents_eq])
   all_goals (try rw [Machine.grown_eq])
@@ -1311,18 +1380,19 @@ theorem runReady_eq : @runReady = @Serq.Kernel.runReady := by
     all_goals rfl
 
 theorem fits_eq : @fits = @Serq.Kernel.fits := by
-  funext blocks v attrs now xarg
+  funext p threads v attrs now xarg
   induction xarg with
   | nil =>
-    show fits.base blocks v attrs now = _
+    show fits.base p threads v attrs now = _
     delta fits.base
     all_goals rfl
   | cons kfx kfxs ih =>
-    show fits.step blocks v attrs now kfx kfxs (fits blocks v attrs now kfxs) = _
+    show fits.step p threads v attrs now kfx kfxs (fits p threads v attrs now kfxs) = _
     rw [ih]
     delta fits.step
     all_goals (try rw [getAt_eq])
     all_goals (try rw [getPool_eq])
+    all_goals (try rw [reservedOn_eq])
     all_goals rfl
 
 theorem admitOn_eq : @admitOn = @Serq.Kernel.admitOn := by
@@ -1338,6 +1408,7 @@ theorem admitOn_eq : @admitOn = @Serq.Kernel.admitOn := by
       all_goals (try rw [liveOf_eq])
       all_goals (try rw [setPool_eq])
       all_goals (try rw [consumeLive_eq])
+      all_goals (try rw [getBool_eq])
       all_goals (try rw [evictIn_eq])
       all_goals (first | rfl)
     | cons kfx kfxs ih =>
@@ -1350,6 +1421,7 @@ theorem admitOn_eq : @admitOn = @Serq.Kernel.admitOn := by
       all_goals (try rw [liveOf_eq])
       all_goals (try rw [setPool_eq])
       all_goals (try rw [consumeLive_eq])
+      all_goals (try rw [getBool_eq])
       all_goals (try rw [evictIn_eq])
       all_goals (first | rfl)
   funext p threads v caching rho attrs now kfb0 kfb1 kfb2 kfb3

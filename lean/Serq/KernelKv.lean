@@ -873,7 +873,7 @@ theorem fire_kv (p : Program) (m : Machine) (w : Wake) (hm : KvRun p.caps m) : K
 /-- A hold admitted from pool `i`'s queue once it `fits` (naming each pool once) keeps KV conservation
 and its ledger: its parts go to its thread's continuation as its units go to the pools' `used`. -/
 theorem Machine.admitWaiter_kv (p : Program) (m : Machine) (stage : List Nat) (i j : Nat) (hm : KvRun p.caps m)
-    (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
+    (hfit : fits p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial, stage⟩
       (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
       (getWaiter (getPool m.pools i).queue j).on = true)
     (hnd : ((getWaiter (getPool m.pools i).queue j).on.map HoldOn.pool).Nodup) :
@@ -903,8 +903,9 @@ part never shrinks here, but the count needs no such hypothesis: were `want` bel
 continuation's count would drop while `used` stayed). -/
 theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held) (hm : KvRun p.caps m)
     (hpart : partOn (getThread m.threads t).k i = some h)
-    (hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i) :
+    (hfit' : (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i) :
     KvRun p.caps (m.grown p t i want h) := by
+  have hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i := Nat.le_trans (Nat.le_add_right _ _) hfit'
   have hw : withinCaps p.caps (m.grown p t i want h).pools := by
     simp only [Machine.grown, Machine.put]
     exact withinCaps_setPool _ _ _ _ hm.1 (evictIn_within p _ _ _ i _ _ hfit)

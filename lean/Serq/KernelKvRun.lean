@@ -446,7 +446,7 @@ theorem KvInvRun.nodup {p : Program} {m : Machine} (hm : KvInvRun p m) (i j : Na
 
 theorem admitOne_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f s chunk i j : Nat) (q : Option Expr) (m : Machine) (b : Batch) (hm : KvInvRun p m)
     (hj : j < countWaiters (getPool m.pools i).queue)
-    (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
+    (hfit : fits p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
       admissionStage chunk b.budget⟩
       (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
       (getWaiter (getPool m.pools i).queue j).on = true) :
@@ -509,7 +509,7 @@ theorem retryQueue_kvInv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
           rw [hq]; exact select_lt p m i hd tl
         have hq' : getWaiter (getPool m.pools i).queue (select p m i (hd :: tl)) = getWaiter (hd :: tl) (select p m i (hd :: tl)) := by
           rw [hq]
-        have hfit' : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue
+        have hfit' : fits p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue
             (select p m i (hd :: tl))).thread).serial, []⟩
             (getThread m.threads (getWaiter (getPool m.pools i).queue (select p m i (hd :: tl))).thread).attrs m.now
             (getWaiter (getPool m.pools i).queue (select p m i (hd :: tl))).on = true := by

@@ -224,6 +224,9 @@ structure Program where
   -- turns created at one instant, the one of the session earlier in the file joins an engine's queue
   -- first, as the interpreter's clients submit them (`insertByCreation`)
   traceNos : List Nat
+  -- per pool, `reserve held`: what a hold reserved and has not allocated stays reserved while it lasts
+  -- (`reservedOn`; none: no pool holds its reservations)
+  reserveHeld : List Bool := []
 
 /-- An answered turn: the session's serial, the turn's number (1 for the first, `turn_no`), when
 it was submitted and when it was answered. -/
@@ -291,6 +294,9 @@ structure Held where
   given : Bool
   pos : Nat
   advanced : Bool
+  -- on a `reserve held` pool, its `reserve` in whole blocks (0 on another pool): what it reserved and has
+  -- not allocated, `reserve - units`, counts against later admissions while the part is held (`reservedOn`)
+  reserve : Nat
 
 /-- What a release caches from (`Alloc.computed`): the position a growing run reached, else the
 allocation. -/
@@ -662,7 +668,7 @@ def heldWithout : List Held → Nat → List Held
 
 /-- The hold's part on pool `i` (the first with it; `heldHas` says there is one). -/
 def heldPart : List Held → Nat → Held
-  | [], i => ⟨i, 0, false, true, 0, false⟩
+  | [], i => ⟨i, 0, false, true, 0, false, 0⟩
   | h :: hs, i => if h.pool == i then h else heldPart hs i
 
 /-- The innermost hold around a thread's statement with a part on pool `i` (`enclosing`: the hold a
@@ -674,6 +680,42 @@ def partOn : List Frame → Nat → Option Held
   | .release held _ :: k, i =>
     if heldHas held i then (if (heldPart held i).given then none else some (heldPart held i)) else partOn k i
   | _ :: k, i => partOn k i
+
+/-! ### `reserve held` -/
+
+def getBool : List Bool → Nat → Bool
+  | [], _ => false
+  | x :: _, 0 => x
+  | _ :: xs, n + 1 => getBool xs n
+
+/-- What a hold's parts on pool `i` reserved and have not allocated (`reserve - units`: ℕ's 0 once the
+allocation covers the reserve); a part a `release` gave back counts no more (`give_back`). -/
+def heldReserved : List Held → Nat → Nat
+  | [], _ => 0
+  | h :: hs, i => (if h.pool == i && !h.given then h.reserve - h.units else 0) + heldReserved hs i
+
+/-- A continuation's holds' reservations on pool `i` not allocated (every hold, past the turn's answer too). -/
+def framesReserved : List Frame → Nat → Nat
+  | [], _ => 0
+  | .release held _ :: k, i => heldReserved held i + framesReserved k i
+  | _ :: k, i => framesReserved k i
+
+/-- Every thread's holds' reservations on pool `i` not allocated; a lease is allocation only (`to_lease`:
+it is in `Thread.leases`, not in a continuation). -/
+def threadsReserved : List Thread → Nat → Nat
+  | [], _ => 0
+  | t :: ts, i => framesReserved t.k i + threadsReserved ts i
+
+/-- What a later admission to pool `i` finds reserved and not allocated (the interpreter's
+`reserved_out`, read on a pool marked `reserve held` only; 0 on another pool). -/
+def reservedOn (p : Program) (threads : List Thread) (i : Nat) : Nat :=
+  if getBool p.reserveHeld i then threadsReserved threads i else 0
+
+/-- The same once part `h` of pool `i` (one of the threads' parts) grows to `want` units
+(`PoolMember.fits_growth`: `reserved_out - max(0, r - u) + max(0, r - want)`): the holder grows into its
+own reservation; 0 on a pool that does not hold reservations. -/
+def reservedAfter (p : Program) (threads : List Thread) (i want : Nat) (h : Held) : Nat :=
+  if getBool p.reserveHeld i then threadsReserved threads i - (h.reserve - h.units) + (h.reserve - want) else 0
 
 def heldGrown : List Held → Nat → Nat → List Held
   | [], _, _ => []

@@ -147,7 +147,7 @@ def growPreempting (p : Program) (s i want t : Nat) : Nat → Machine → Batch 
     match partOn (getThread m.threads t).k i with
     | none => (m, b, 2)
     | some h =>
-      if (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i then (m.grown p t i want h, b, 0) else
+      if (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i then (m.grown p t i want h, b, 0) else
       match victimIn p m (getKeys p.preemptKeys i) i 0 none (getEngineState m.engines s).residents with
       | none => (m, b, 2)
       | some v =>
@@ -168,7 +168,7 @@ def Machine.serveOne (p : Program) (s : Nat) (m : Machine) (b : Batch) (r : Resi
       let want := roundUp (getAt p.blocks i) (h.pos + n)
       if want ≤ h.units then let x := m.served s b r n; (x.1, x.2, 0)
       else if getAt p.preemptModes i = 0 then
-        if (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i then
+        if (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i then
           let x := (m.grown p r.thread i want h).served s b r n; (x.1, x.2, 0)
         else (m, b, 1)
       else

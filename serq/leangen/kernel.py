@@ -64,7 +64,7 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
                "caches, after the hold's pools before it were given back (`Engine.release_frame`)")
 
 #: What the next increments of issue 13 bring (said when a program needs it).
-_LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, "
+_LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, `reserve held`, "
           "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines, one "
           "or several, each with vLLM's default schedule, its serve order and `only` included, or `exclusive "
           "prefill`, an `execute` cost "
@@ -160,6 +160,9 @@ class KernelProgram:
     preempt_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `preempt by` keys (lifo: none)
     evict_keys: list[list[LExpr]] = field(default_factory=list)  # per pool: its `evict by` keys (`evict lru`: none)
     trace: "KernelTrace | None" = None  # `trace "file" ordered;`: the sessions' arrivals and turns
+    # per pool: `reserve held` (`Serq.Kernel.Program.reserveHeld`: what a hold reserved and has not allocated
+    # counts against later admissions while it lasts)
+    reserve_held: list[bool] = field(default_factory=list)
     source: str = ""
     notes: list[str] = field(default_factory=list)
 
@@ -246,7 +249,7 @@ class _Lowering:
             server=server, sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
             exclusive=self.exclusive,
             admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys,
-            trace=trace)
+            trace=trace, reserve_held=[bool(pool.reserve_held) for pool in p.pools])
 
     def arrivals(self, arrival: ir.Arrival) -> tuple[int, int]:
         """The sessions and the gap between arrivals: `batch(N)` (N, 0), or `renewal(g)` with a constant
@@ -305,9 +308,8 @@ class _Lowering:
         if cap == "inf" or isinstance(cap, float) or cap < 0:
             raise _outside(f"the cap {cap} of pool `{pool.name}`: the fragment's pools have a finite whole cap",
                            *where)
-        for present, what in ((pool.reserve_held, "`reserve held`"), (pool.spill is not None, "`spill`")):
-            if present:
-                raise _outside(f"{what} on pool `{pool.name}`: {_LATER}", *where)
+        if pool.spill is not None:
+            raise _outside(f"`spill` on pool `{pool.name}`: {_LATER}", *where)
         if pool.preempt.kind != "none" and pool.memory_of is None:
             # its victims would be its holders in a scope, which the kernel's machine does not list
             raise _outside(f"preemption on pool `{pool.name}`, which is no engine's memory: the fragment's "

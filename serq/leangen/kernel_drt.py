@@ -266,6 +266,8 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     trace_nos = p.trace.file_order if p.trace is not None else []
     out.append(len(trace_nos))
     out.extend(trace_nos)
+    out.append(len(p.reserve_held))
+    out.extend(1 if h else 0 for h in p.reserve_held)
     out.append(len(p.exclusive))
     out.extend(p.exclusive)
     out.append(len(observed.sessions))

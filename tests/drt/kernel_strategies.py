@@ -250,6 +250,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _second_engine(program, rng)
     _exclusive_prefill(program, rng)
     _chooses(program, rng)
+    _reserve_held(program, rng)
     _within_block_depth(program)
     # (no draw: the attribute table the language derives, every attribute read and set nowhere set to 0 in
     # `init`, as it reads anyway, so that the program is one a `.sq` says: its reproducer's `case.sq`)
@@ -284,6 +285,30 @@ def _chooses(program: ir.Program, rng: random.Random) -> None:
         at = rng.randint(0, len(block))
         block[at:at] = [ir.ChooseStmt(name=name, count=_num(rng.randint(1, 4)), keys=keys),
                         ir.ObserveStmt(name=rng.choice(OBSERVES), value=ir.Attr(name=name))]
+
+
+def _reserve_held(program: ir.Program, rng: random.Random) -> None:
+    """Drawn last (the rest of a seed's program stays what it was): a program in three marks each of its
+    pools `reserve held` with a chance of one in two (a slots pool, an engine's growing memory included),
+    so that what its holds reserved and have not allocated counts against later admissions and a growth
+    fills its own reservation first; and a hold's part on such a pool without a reserve gets one, one in
+    two, of 1 to 3 more than an attribute or `now` and at most the cap (the flag is about reservations:
+    without them it changes nothing; one within the cap is admitted, where RESERVE's are often refused)."""
+    if not program.pools or rng.randrange(3):
+        return
+    caps = {}
+    for pool in program.pools:
+        if rng.randrange(2) == 0:
+            pool.reserve_held = True
+            caps[pool.name] = pool.cap
+    w = program.workload
+    for stmt in ir.walk_stmts([*w.init, *w.turn, *w.session, *program.server]):
+        if isinstance(stmt, ir.HoldStmt):
+            for hp in stmt.pools:
+                if hp.pool.pool in caps and hp.reserve is None and rng.randrange(2) == 0:
+                    amount = ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(1, 3))),
+                                                     _num(caps[hp.pool.pool])])
+                    hp.reserve = ir.CostOf(resources=[hp.pool.pool], arg=amount)
 
 
 def _within_block_depth(program: ir.Program) -> None:

@@ -282,6 +282,16 @@ def _reserve_ignored(case: KernelCase, right: KernelObserved) -> list:
     return recorded_run(program, right.value)
 
 
+def _reserve_held_ignored(case: KernelCase, right: KernelObserved) -> list:
+    """A planted bug in the pools: `reserve held` is ignored, an admission judged by `used + max(u, r)`
+    alone, whatever the holds admitted before it reserved and have not allocated (a program with no such
+    pool is left as it is)."""
+    program = case.program.model_copy(deep=True)
+    for pool in program.pools:
+        pool.reserve_held = False
+    return recorded_run(program, right.value)
+
+
 def _chunk_ignored(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the engines: an engine's `each at most` is ignored (a prefill takes all the budget
     it may; a program without an engine, or without a cap, is left as it is)."""
@@ -476,6 +486,7 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "renewal_gap_one_longer": _renewal_gap_one_longer,
            "units_not_in_blocks": _by_patching(_units_not_in_blocks),
            "reserve_ignored": _reserve_ignored,
+           "reserve_held_ignored": _reserve_held_ignored,
            "evicts_from_the_head": _by_patching(_evicts_from_the_head),
            "reuse_unlimited": _reuse_unlimited,
            "free_counts_the_cache": _by_patching(_free_counts_the_cache),

@@ -113,7 +113,7 @@ theorem admitWaiting_admit (p : Program) (s chunk : Nat) (only : Option Expr) (g
     (hb : (b.budget = 0 || b.passed || (gated && b.preempted != 0)) = false)
     (hfq : firstQueue s 0 p.admitVia m.pools = some i)
     (hsel : select p m i (getPool m.pools i).queue = j)
-    (hfit : fits p.blocks ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
+    (hfit : fits p m.threads ⟨p.caps, m.pools, (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).serial,
         admissionStage chunk b.budget⟩ (getThread m.threads (getWaiter (getPool m.pools i).queue j).thread).attrs m.now
         (getWaiter (getPool m.pools i).queue j).on = true) :
     admitWaiting p s chunk only gated (f + 1) m b =
@@ -124,7 +124,7 @@ theorem admitWaiting_admit (p : Program) (s chunk : Nat) (only : Option Expr) (g
 prefill, the decodes), then the release of `reqs`' unit, the observe, the answer, the session's end. -/
 def svfAdmitted (x adm : Nat) : Thread :=
   ⟨x, [0, 0, 4, svfVol x, x, 1, svfVol x], 1, 0, true,
-   [.stmts svfBody, .release [⟨0, 1, false, false, 0, false⟩] (svfWaiter x 0),
+   [.stmts svfBody, .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter x 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- The machine once the hold of session `x` is admitted: `reqs` held, the others `W` waiting. -/
@@ -233,7 +233,7 @@ theorem svf_admit_next (n f t sq sv a arr : Nat) (ts : List Thread) (sts : List 
   have hx := svfAt_mem (w :: W) j hlt
   have hsel : select (svfP n) (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs) 0
       (getPool (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs).pools 0).queue = j := hj
-  have hfit : fits (svfP n).blocks ⟨(svfP n).caps, (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs).pools,
+  have hfit : fits (svfP n) (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs).threads ⟨(svfP n).caps, (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs).pools,
       (getThread (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs).threads
         (getWaiter (getPool (svfFreeM t sq sv (a + 1) arr ts sts (w :: W) recs gs).pools 0).queue j).thread).serial,
       admissionStage 0 (⟨4, 0, 0, 0, 0, 0, false⟩ : Kernel.Batch).budget⟩

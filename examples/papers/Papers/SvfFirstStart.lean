@@ -49,7 +49,7 @@ theorem svf_admit_first (n f : Nat) (ts : List Thread) (ws : List Waiter)
   show (let j := select (svfP n) (svfCons n ts ws) 0 (svfWaiter 0 0 :: ws)
         let w := getWaiter (svfWaiter 0 0 :: ws) j
         let th := getThread (svfCons n ts ws).threads w.thread
-        if fits (svfP n).blocks ⟨(svfP n).caps, (svfCons n ts ws).pools, th.serial, admissionStage 0 4⟩ th.attrs 0 w.on then
+        if fits (svfP n) (svfCons n ts ws).threads ⟨(svfP n).caps, (svfCons n ts ws).pools, th.serial, admissionStage 0 4⟩ th.attrs 0 w.on then
           let r := admitOne (svfP n) f 0 0 0 j none (svfCons n ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩
           admitWaiting (svfP n) 0 0 none true f r.1 r.2
         else (svfCons n ts ws, ⟨4, 0, 0, 0, 0, 0, false⟩)) = _
@@ -120,7 +120,7 @@ theorem svf_first_start_reduced (n f : Nat) : ∃ ts ws,
 its hold's release (one unit of `reqs`), the observe, the answer and the session's end. -/
 def svfServing0 : Thread :=
   ⟨0, [0, 0, 4, svfVol 0, 0, 1, svfVol 0], 1, 0, true,
-   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false⟩] (svfWaiter 0 0),
+   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter 0 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], 1, 0, [], []⟩
 
 /-- The machine once session 0 is admitted and its prefill scheduled whole (4 tokens). -/

@@ -97,8 +97,9 @@ theorem svfQueue_head : ∀ (W : List Nat), ∀ y ∈ svfQueue W, y.head = false
     · exact svfQueue_head W y h
 
 /-- A hold of one `reqs` unit does not fit while the serving session holds the pool's one unit. -/
-theorem svf_fits_full (n serial : Nat) (stage attrs : List Nat) (now : Nat) (qs : List Waiter) (es : List Kernel.Entry) :
-    fits (svfP n).blocks ⟨(svfP n).caps, [⟨1, 1, qs, es⟩], serial, stage⟩ attrs now svfOn = false := rfl
+theorem svf_fits_full (n serial : Nat) (stage attrs : List Nat) (now : Nat) (qs : List Waiter) (es : List Kernel.Entry)
+    (ts : List Kernel.Thread) :
+    fits (svfP n) ts ⟨(svfP n).caps, [⟨1, 1, qs, es⟩], serial, stage⟩ attrs now svfOn = false := rfl
 
 /-- **While `reqs` is held, no admission.** For every machine whose `reqs` pool holds one unit (the
 serving session's) with the sessions `W` waiting, the engine's `admit waiting` admits no one and changes

@@ -22,13 +22,13 @@ open Serq Kernel
 /-- Session `s` in its prefill, its volume `v` written out: as `svfPre s adm` when `v = svfVol s`. -/
 def svfPreV (s v adm : Nat) : Thread :=
   ⟨s, [0, 0, 4, v, s, 1, v], 1, 0, true,
-   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false⟩] (svfWaiter s 0),
+   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter s 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- Session `s` in its decodes, its volume `v` written out: as `svfDec s adm` when `v = svfVol s`. -/
 def svfDecV (s v adm : Nat) : Thread :=
   ⟨s, [0, 0, 4, v, s, 1, v], 1, 0, true,
-   [.stmts [], .release [⟨0, 1, false, false, 0, false⟩] (svfWaiter s 0),
+   [.stmts [], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter s 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 theorem svfPre_eq (s adm : Nat) : svfPre s adm = svfPreV s (svfVol s) adm := rfl
