@@ -123,31 +123,3 @@ def forget_itself(S: Thread) -> None:
 
 
 _new = object.__new__  # a thread without calling __init__ (Engine.arrive, the arrivals' hot path)
-
-
-def _learn_field_names(cls, names: tuple) -> None:
-    """Teach CPython 3.11 the instance fields of a thread class before its first real instance.
-
-    CPython 3.11 keeps a class's instance fields in one array per instance, indexed by a key table
-    the class's instances share; a field missing from the table when an instance stores it moves that
-    instance's fields into a dict of its own for good (every later read and store a dict lookup,
-    its reads unspecialized). The table learns a name from a store to an instance, but each instance
-    made shrinks the room left to learn, down to one name: the 64 sessions of a closed(64)
-    workload are made at once, before any of them sets more than its first fields, so every session
-    of the run kept a dict (benchmarks/instructions.py: 3% of an engine iteration's instructions).
-    One throwaway instance storing every usual field fills the table (at most 30 names) first."""
-    scratch = object.__new__(cls)
-    for name in names:
-        setattr(scratch, name, None)
-
-
-# a session's fields, the most often set first (examples/: the ones sessions of its programs set)
-_learn_field_names(MainThread, (
-    "state", "ready_n", "ready_t", "in_turn", "where", "last_start", "token", "turns", "out_tokens",
-    "ndec", "t0", "gen", "job", "first_token", "first_start", "turn_cached", "ttft_rec", "t_stage",
-    "throw", "t_arrive", "serial", "A", "ended", "turn_pre", "adm_no", "sess", "frames", "chained",
-    "t_answered", "w_stage"))
-# a leg's (or a machine thread's)
-_learn_field_names(Thread, (
-    "state", "ready_n", "ready_t", "gen", "where", "leases", "job", "throw", "sess", "serial", "leg_no",
-    "kind", "fork_loc", "A", "frames", "adm_no", "token", "t_stage", "w_stage"))
