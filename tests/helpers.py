@@ -52,3 +52,15 @@ def refused(text: str, tmp_path: Path | None = None, supplied=None) -> SerqError
     with pytest.raises(SerqError) as info:
         link_source(text, tmp_path, supplied=supplied)
     return info.value
+
+
+def lean_refuses_only_the_wrong(runs: list, folder: Path) -> None:
+    """Each (case, right, wrong) of `runs`: the Lean kernel agrees with the interpreter's record `right` and
+    refuses the changed record `wrong`, by `decide +kernel` and through the compiled driver alike."""
+    from serq.leangen.kernel_drt import check_kernel_in_lean, run_compiled
+    items = [(2 * k + j, case, observed) for k, (case, right, wrong) in enumerate(runs)
+             for j, observed in enumerate((right, wrong))]
+    wrong_ids = [2 * k + 1 for k in range(len(runs))]
+    assert [f.case_id for f in check_kernel_in_lean(items)] == wrong_ids
+    verdict = run_compiled(items, folder)
+    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (len(runs), tuple(wrong_ids), ())

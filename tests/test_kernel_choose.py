@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO
+from helpers import REPO, lean_refuses_only_the_wrong
 from serq.errors import SerqError
 from serq.leangen.kernel import CHOOSE_INDEX, kernel_program, recorded
 from serq.link import link_file
@@ -117,7 +117,7 @@ def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
     """The two hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run
     whose `lex` observation says 2 (the least second key alone) and a router whose second turn of session 0
     went to b are refused on both."""
-    from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel, run_compiled
+    from serq.leangen.kernel_drt import KernelCase, KernelObserved, observe_kernel
 
     def with_observation(observed: KernelObserved, name: int, value: int) -> KernelObserved:
         """`observed` with session 0's last observation of `name` saying `value`."""
@@ -128,8 +128,5 @@ def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
 
     chooses, jsq = KernelCase(_linked(tmp_path, CHOOSE_SOURCE)), KernelCase(link_file(JSQ))
     right_chooses, right_jsq = observe_kernel(chooses), observe_kernel(jsq)
-    items = [(0, chooses, right_chooses), (1, chooses, with_observation(right_chooses, 2, 2)),
-             (2, jsq, right_jsq), (3, jsq, with_observation(right_jsq, 0, 1))]
-    assert [f.case_id for f in check_kernel_in_lean(items)] == [1, 3]
-    verdict = run_compiled(items, tmp_path)
-    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (2, (1, 3), ())
+    lean_refuses_only_the_wrong([(chooses, right_chooses, with_observation(right_chooses, 2, 2)),
+                                 (jsq, right_jsq, with_observation(right_jsq, 0, 1))], tmp_path)

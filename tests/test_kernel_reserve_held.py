@@ -9,6 +9,7 @@ import dataclasses
 
 import pytest
 
+from helpers import lean_refuses_only_the_wrong
 from serq.leangen.kernel import kernel_program, recorded
 from serq.leangen.kernel_drt import encode_case
 from serq.link import link_file
@@ -145,7 +146,7 @@ def test_reserve_held_agrees_in_lean_on_both_paths(tmp_path):
     """The two hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run
     where session 1 of the settle-time program is answered at 2 (its reservation ignored) and one where the
     engine's session 1 is answered at 5 are refused on both."""
-    from serq.leangen.kernel_drt import KernelCase, KernelObserved, check_kernel_in_lean, observe_kernel, run_compiled
+    from serq.leangen.kernel_drt import KernelCase, KernelObserved, observe_kernel
 
     def with_answer(observed: KernelObserved, serial: int, answered: int) -> KernelObserved:
         sessions = list(observed.sessions)
@@ -157,8 +158,5 @@ def test_reserve_held_agrees_in_lean_on_both_paths(tmp_path):
     settle = KernelCase(_linked(tmp_path, SETTLE_SOURCE, "settle.sq"))
     engine = KernelCase(_linked(tmp_path, ENGINE_SOURCE, "engine.sq"))
     right_settle, right_engine = observe_kernel(settle), observe_kernel(engine)
-    items = [(0, settle, right_settle), (1, settle, with_answer(right_settle, 1, 2)),
-             (2, engine, right_engine), (3, engine, with_answer(right_engine, 1, 5))]
-    assert [f.case_id for f in check_kernel_in_lean(items)] == [1, 3]
-    verdict = run_compiled(items, tmp_path)
-    assert (verdict.agreeing, verdict.diverging, verdict.unreadable) == (2, (1, 3), ())
+    lean_refuses_only_the_wrong([(settle, right_settle, with_answer(right_settle, 1, 2)),
+                                 (engine, right_engine, with_answer(right_engine, 1, 5))], tmp_path)
