@@ -13,7 +13,7 @@ from serq.sim.pools import PoolMember
 from serq.sim.stages import DelayStage, FifoStage, FlowNet, PsStage, SharedStage
 from serq.sim.steps import ADMIT, BRANCH, SERVE, SET, StepSpec, StepStage
 from serq.sim.stats import Gauge, SampleSet
-from serq.sim.threads import READY, MainThread
+from serq.sim.threads import READY, EngineSession, MainThread
 
 
 class ClaimState:
@@ -56,6 +56,7 @@ def build(E) -> None:
             shared.update(r.stage for r in s.stages)
     E.shared_stage_names = shared
     E.has_steps = any(st.service.kind == "step" for st in program.stages)
+    E.session_class = EngineSession if E.has_steps else MainThread  # (EngineSession says why)
     E.step_stages = []  # the step stages' members: iterations start in Engine.end_of_instant
     E.flows = FlowNet(E, program.share) if shared else None
     E.stage_members = {}
@@ -287,6 +288,7 @@ def _start(E) -> None:
             session_fn = E.session_fn
             ready = E.ready
             new = object.__new__
+            session_class = E.session_class
             from serq.limits import LIVE_LIMIT as live_limit
 
             plain = E.plain_sessions
@@ -303,7 +305,7 @@ def _start(E) -> None:
                 A = template.copy()
                 if serial_read:
                     A["serial"] = serial + 0.0
-                T = new(MainThread)
+                T = new(session_class)
                 if not plain:  # (Engine.arrive says why a plain session's is not set)
                     T.sess = T
                 T.A = A

@@ -65,7 +65,7 @@ class Engine(Holds):
         'gauges', 'gauges_on', 'givens', 'has_steps', 'init_fn', 'line_locs', 'observe_idx',
         'observe_index', 'observe_names', 'observes', 'pool_members', 'resp_all', 'resp_meta',
         'resp_values', 'session_fn', 'shared_stage_names', 'stage_members', 'start', 'step_stages',
-        'trace', 'volatile_stages', 'plain_sessions', 'serial_read',
+        'trace', 'volatile_stages', 'plain_sessions', 'serial_read', 'session_class',
     )
 
     def __init__(self, program: ir.Program, *, seed: int, horizon: float, warmup: float,
@@ -374,7 +374,7 @@ class Engine(Holds):
         A = self.attr_template.copy()
         if self.serial_read:  # (no expression reads it: a store saved per session)
             A["serial"] = serial + 0.0
-        T = _new(MainThread)
+        T = _new(self.session_class)
         if not self.plain_sessions:
             # (a plain session reads its `sess` from the class, `_Itself`: it never refers to itself,
             # and neither setting nor forgetting the attribute costs its two unspecialized lookups)

@@ -110,6 +110,39 @@ class MainThread(Thread):
         self.throw = None
 
 
+class EngineSession(MainThread):
+    """A session of a program with a step engine: a `MainThread` whose class knows its usual fields.
+
+    CPython 3.11 keeps a class's instance fields in one array per instance, indexed by a key table
+    the class's instances share; a field missing from the table when an instance stores it moves that
+    instance's fields into a dict of its own for good (every later read and store a dict lookup, its
+    reads unspecialized). The table learns a name from a store to an instance, but each instance made
+    shrinks the room left to learn, down to one name: the 64 sessions of a closed(64) workload are
+    made at once, before any of them sets more than its first fields, so every session of such a run
+    kept a dict (3% of an engine iteration's instructions, benchmarks/instructions.py). One throwaway
+    instance storing the usual fields fills the table first (`_learn_field_names`).
+
+    A class of its own because the taught table costs elsewhere: every instance then carries an
+    inline array of all the names, and the million short sessions of an M/M/1 run, which set a dozen
+    fields, ran 15% slower with it (benchmarks/mm1.py). `serq.sim.build` picks this class when the
+    program has a step stage (`Engine.session_class`)."""
+
+
+def _learn_field_names(cls, names: tuple) -> None:
+    """Fill `cls`'s shared key table with `names` (EngineSession says why), before any real instance."""
+    scratch = object.__new__(cls)
+    for name in names:
+        setattr(scratch, name, None)
+
+
+# the fields the sessions of examples/' engine programs set, the most often set first (at most 30:
+# CPython 3.11's limit for a shared key table)
+_learn_field_names(EngineSession, (
+    "state", "ready_n", "ready_t", "in_turn", "where", "last_start", "token", "turns", "out_tokens",
+    "ndec", "t0", "gen", "job", "first_token", "first_start", "turn_cached", "ttft_rec", "t_stage",
+    "throw", "t_arrive", "serial", "A", "ended", "turn_pre", "adm_no", "sess", "frames", "chained",
+    "t_answered", "w_stage"))
+
 Session = MainThread
 
 
