@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from helpers import REPO, lean_refuses_only_the_wrong
+from serq.ir import models as ir
 from serq.errors import SerqError
-from serq.leangen.kernel import CHOOSE_INDEX, kernel_program, recorded
+from serq.leangen.kernel import CHOOSE_COUNT, CHOOSE_INDEX, kernel_program, recorded
 from serq.link import link_file
 
 # Three sessions at 0 on a pool of cap 2 and a delay stage. In the server, before the hold:
@@ -47,6 +48,27 @@ CHOOSE_ANSWERS = {0: [(0, 1, 0, 1)], 1: [(1, 1, 0, 2)], 2: [(2, 1, 0, 4)]}
 CHOOSE_OBSERVATIONS = {s: [(s, 1, 0, 0, s), (s, 1, 1, 0, 0), (s, 1, 2, 0, 4), (s, 1, 3, 1 if s == 2 else 0, 2)]
                        for s in range(3)}
 
+# Counts that are not constants, read once before the choice (the interpreter's `E.count_of`, before its loop):
+# `k` over 0 … serial by (5 - k), the largest index: the session's serial; `j` over 0 … j + 1, with j read as
+# it stands, by (5 - j): 0 + 2 = 2 indices the first time (j = 1), 1 + 2 = 3 the second (j = 2), where a bound
+# read again at every step would see j move. Session s runs 1 + s: answered at 1, 2, 3.
+COUNTED_SOURCE = """fn main() {
+  stage d : delay;
+  workload { arrive batch(3); }
+  server {
+    choose k in serial + 1 by (5 - k);
+    observe last = k;
+    choose j in j + 2 by (5 - j);
+    observe again = j;
+    choose j in j + 2 by (5 - j);
+    observe again = j;
+    run d (cost(d, 1 + k));
+  }
+}
+"""
+COUNTED_ANSWERS = {s: [(s, 1, 0, 1 + s)] for s in range(3)}
+COUNTED_OBSERVATIONS = {s: [(s, 1, 0, 0, s), (s, 1, 1, 0, 1), (s, 1, 1, 0, 2)] for s in range(3)}
+
 # examples/scheduling/join_shortest_queue.sq, computed by hand in its comments: answers, and the `replica`
 # each turn was routed to (0: a, 1: b), observed as it is chosen
 JSQ = REPO / "examples" / "scheduling" / "join_shortest_queue.sq"
@@ -57,23 +79,20 @@ JSQ_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 2, 0, 3, 0)], 1: [(1, 1, 0, 0, 1), 
 
 
 def _linked(folder: Path, source: str):
+    folder.mkdir(exist_ok=True)
     f = folder / "choose.sq"
     f.write_text(source)
     return link_file(f)
 
 
-def test_the_recorded_run_of_chooses_is_the_hand_computed_one(tmp_path):
-    program = _linked(tmp_path, CHOOSE_SOURCE)
+@pytest.mark.parametrize("source, answers, observations", [
+    (CHOOSE_SOURCE, CHOOSE_ANSWERS, CHOOSE_OBSERVATIONS), (JSQ, JSQ_ANSWERS, JSQ_OBSERVATIONS),
+    (COUNTED_SOURCE, COUNTED_ANSWERS, COUNTED_OBSERVATIONS)], ids=["chooses", "join_shortest_queue", "counted"])
+def test_the_recorded_run_is_the_hand_computed_one(tmp_path, source, answers, observations):
+    program = link_file(source) if isinstance(source, Path) else _linked(tmp_path, source)
     sessions = recorded(program, kernel_program(program, tmp_path))
-    assert {s: list(r.answers) for s, r in enumerate(sessions)} == CHOOSE_ANSWERS
-    assert {s: list(r.observations) for s, r in enumerate(sessions)} == CHOOSE_OBSERVATIONS
-
-
-def test_join_the_shortest_queue_routes_as_computed_by_hand():
-    program = link_file(JSQ)
-    sessions = recorded(program, kernel_program(program, JSQ.parent))
-    assert {s: list(r.answers) for s, r in enumerate(sessions)} == JSQ_ANSWERS
-    assert {s: list(r.observations) for s, r in enumerate(sessions)} == JSQ_OBSERVATIONS
+    assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
+    assert {s: list(r.observations) for s, r in enumerate(sessions)} == observations
 
 
 def test_a_choose_is_lowered_to_sets_and_a_while_over_a_counter_past_the_attributes(tmp_path):
@@ -98,10 +117,29 @@ def test_a_program_without_choose_has_no_counter(tmp_path):
     assert CHOOSE_INDEX not in kernel_program(program, tmp_path).attributes
 
 
-def test_a_choose_whose_count_is_not_a_constant_is_refused_at_its_location(tmp_path):
-    program = _linked(tmp_path, CHOOSE_SOURCE.replace("choose t in 4 by (1);", "choose t in serial + 1 by (1);"))
+def test_a_computed_count_is_read_once_into_a_hidden_attribute_before_the_choice(tmp_path):
+    program = _linked(tmp_path, COUNTED_SOURCE)
+    kp = kernel_program(program, tmp_path)
+    names = [a.name for a in program.attributes]
+    assert kp.attributes == [*names, CHOOSE_COUNT, CHOOSE_INDEX]
+    count, index, k = len(names), len(names) + 1, names.index("k")
+    first = kp.server[:4]
+    assert [s.ctor for s in first] == ["set", "set", "set", "while"]
+    assert first[0].args[0] == count and first[0].args[1].ctor == "bin"  # serial + 1, read before k is reset
+    assert first[1].args[0] == k and first[1].args[1].args == (0,)
+    assert first[2].args[0] == index
+    assert first[3].args[0].args[2].args == (count,)  # the counter's bound: the count as it was read
+
+
+@pytest.mark.parametrize("count", [0, 2.5])
+def test_a_constant_count_outside_one_to_a_million_in_written_ir_is_refused_at_its_location(tmp_path, count):
+    """The linker refuses such a count in a `.sq` (`choose t in 0`); IR written by hand is checked again."""
+    program = _linked(tmp_path, CHOOSE_SOURCE)
+    tie = next(s for s in program.server if isinstance(s, ir.ChooseStmt) and s.name == "t")
+    tie.count = ir.Num(value=count)
     with pytest.raises(SerqError, match=re.escape(
-            "choose.sq:9:5: error: outside the Lean kernel fragment: the count of `choose t` is not a constant")):
+            f"choose.sq:9:5: error: outside the Lean kernel fragment: `choose t in {count}`: the count is a whole "
+            "number from 1 to a million")):
         kernel_program(program, tmp_path)
 
 
@@ -114,9 +152,9 @@ def test_a_choose_key_reading_a_pool_in_init_is_refused(tmp_path):
 
 @pytest.mark.lean
 def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
-    """The two hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run
-    whose `lex` observation says 2 (the least second key alone) and a router whose second turn of session 0
-    went to b are refused on both."""
+    """The three hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run
+    whose `lex` observation says 2 (the least second key alone), a router whose second turn of session 0
+    went to b, and a second computed count read again after `j` moved (`again` 1, not 2) are refused on both."""
     from serq.leangen.kernel_drt import KernelCase, KernelObserved, observe_kernel
 
     def with_observation(observed: KernelObserved, name: int, value: int) -> KernelObserved:
@@ -127,6 +165,8 @@ def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
         return KernelObserved(observed.value, (type(s0)(s0.answers, changed, s0.tokens), *others), observed.records)
 
     chooses, jsq = KernelCase(_linked(tmp_path, CHOOSE_SOURCE)), KernelCase(link_file(JSQ))
-    right_chooses, right_jsq = observe_kernel(chooses), observe_kernel(jsq)
+    counted = KernelCase(_linked(tmp_path / "counted", COUNTED_SOURCE))
+    right_chooses, right_jsq, right_counted = observe_kernel(chooses), observe_kernel(jsq), observe_kernel(counted)
     lean_refuses_only_the_wrong([(chooses, right_chooses, with_observation(right_chooses, 2, 2)),
-                                 (jsq, right_jsq, with_observation(right_jsq, 0, 1))], tmp_path)
+                                 (jsq, right_jsq, with_observation(right_jsq, 0, 1)),
+                                 (counted, right_counted, with_observation(right_counted, 1, 1))], tmp_path)

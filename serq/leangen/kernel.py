@@ -39,6 +39,7 @@ from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.leangen.fragment import environment, outside
 from serq.limits import COUNT_LIMIT
+from serq.link.consts import format_number
 from serq.link.fold import fold
 
 #: The IR's binary operators as Lean's `Serq.Kernel.BinOp` names them (`div` is `floorDiv` only).
@@ -52,6 +53,8 @@ STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run",
 #: name the language has, so no program's attribute is it; one serves every choose of a program, since a
 #: choose runs at one instant and no statement of its thread runs in between.
 CHOOSE_INDEX = "(choose index)"
+#: The attribute a `choose` whose count is not a constant reads its count into, once (`_Lowering.choose`).
+CHOOSE_COUNT = "(choose count)"
 
 #: The pools' observables the machine's pool state answers, as `Serq.Kernel.Expr` names them.
 POOL_OBSERVABLES = {"used": "used", "free": "free", "holders": "holders", "queued": "queued", "cachedin": "cachedIn"}
@@ -414,28 +417,41 @@ class _Lowering:
         the interpreter's `_Compiler.choose`). The kernel has no statement of its own for it: j starts at 0,
         and a counter i (`CHOOSE_INDEX`) runs over 1 … n − 1, j becoming i when i's keys (the keys with
         `j` read as i) are below the keys read with j as it stands, the best so far. Every key reads the
-        state of one instant, as the interpreter's do: nothing else runs between these statements. The
-        count is a constant: the interpreter fails a run whose count is not a whole number from 1 to a
-        million, and the machine has no such failure."""
+        state of one instant, as the interpreter's do: nothing else runs between these statements.
+
+        A constant count is checked here (a whole number from 1 to a million, as the interpreter's run
+        requires) and written as a number. Any other count is read once, before `j` is reset (it may read
+        `j`, as the interpreter's does), into a second hidden attribute (`CHOOSE_COUNT`) that bounds the
+        counter. The interpreter fails a run whose count is not a whole number from 1 to a million; the
+        machine has no failure (a count of 0 leaves `j` at 0), so the two agree on the runs the interpreter
+        completes, as with ℕ's subtraction stopping at 0 (the reference's *Lean model* paragraph)."""
         n = fold(s.count)
-        if n is None:
-            raise _outside(f"the count of `choose {s.name}` is not a constant: the interpreter fails a run whose "
-                           "count is not a whole number from 1 to a million, which the kernel has no failure for",
-                           s.at, self.base)
-        if not (float(n).is_integer() and 1 <= n <= COUNT_LIMIT):
-            raise _outside(f"`choose {s.name} in {n}`: the count is a whole number from 1 to a million", s.at, self.base)
+        if n is not None and not (float(n).is_integer() and 1 <= n <= COUNT_LIMIT):
+            raise _outside(f"`choose {s.name} in {format_number(n)}`: the count is a whole number from 1 to a million", s.at, self.base)
         chosen = self.attribute(s.name, s.at)
-        if CHOOSE_INDEX not in self.attr_at:
-            self.attr_at[CHOOSE_INDEX] = len(self.attrs)
-            self.attrs.append(CHOOSE_INDEX)
-        index = self.attr_at[CHOOSE_INDEX]
+        read_count = []
+        if n is not None:
+            bound = LExpr("num", (int(n),))
+        else:
+            count = self.hidden_attribute(CHOOSE_COUNT)
+            read_count = [LStmt("set", (count, self.expr(s.count, s.at)))]
+            bound = LExpr("attr", (count,))
+        index = self.hidden_attribute(CHOOSE_INDEX)
         best = [self.expr(k, s.at) for k in s.keys]
         candidate = [_with_attribute(k, chosen, LExpr("attr", (index,))) for k in best]
         step = LExpr("cond", (_lexically_less(candidate, best), LExpr("attr", (index,)), LExpr("attr", (chosen,))))
         raise_index = LExpr("bin", ("add", LExpr("attr", (index,)), LExpr("num", (1,))))
-        more = LExpr("bin", ("lt", LExpr("attr", (index,)), LExpr("num", (int(n),))))
-        return [LStmt("set", (chosen, LExpr("num", (0,)))), LStmt("set", (index, LExpr("num", (1,)))),
+        more = LExpr("bin", ("lt", LExpr("attr", (index,)), bound))
+        return [*read_count, LStmt("set", (chosen, LExpr("num", (0,)))), LStmt("set", (index, LExpr("num", (1,)))),
                 LStmt("while", (more,), ((LStmt("set", (chosen, step)), LStmt("set", (index, raise_index))),))]
+
+    def hidden_attribute(self, name: str) -> int:
+        """The place of one of the lowering's hidden attributes (`CHOOSE_INDEX`, `CHOOSE_COUNT`), appended
+        past the IR's attributes at its first use: no program's attribute has such a name."""
+        if name not in self.attr_at:
+            self.attr_at[name] = len(self.attrs)
+            self.attrs.append(name)
+        return self.attr_at[name]
 
     def stmt(self, s) -> LStmt:
         k = s.kind

@@ -311,6 +311,25 @@ def _reserve_held(program: ir.Program, rng: random.Random) -> None:
                     hp.reserve = ir.CostOf(resources=[hp.pool.pool], arg=amount)
 
 
+def computed_count_case(rng: random.Random) -> KernelCase | None:
+    """`kernel_case(rng)`'s program with each choose's constant count n made `1 + (x + y) % n` (from 1 to n),
+    x and y each the session's serial, the clock or the index the choose sets as it stands before the
+    choice, drawn after the program (so the seed's program is `kernel_case`'s); None when it has no choose.
+    The count is read once, before the choice (the lowering's `CHOOSE_COUNT`): a bound read again at every
+    step would see the index move. A campaign of its own (test_kernel_drt.py), so that the main generator's
+    seeds, and the planted bugs' recorded ones, keep their programs."""
+    program = kernel_case(rng).program.model_copy(deep=True)
+    w = program.workload
+    chooses = [s for s in ir.walk_stmts([*w.init, *w.turn, *w.session, *program.server])
+               if isinstance(s, ir.ChooseStmt)]
+    if not chooses:
+        return None
+    for choose in chooses:
+        x, y = (rng.choice([ir.Attr(name="serial"), ir.Ctx(var="now"), ir.Attr(name=choose.name)]) for _ in range(2))
+        choose.count = _bin("add", _num(1), _bin("mod", _bin("add", x, y), _num(choose.count.value)))
+    return KernelCase(linked_attributes(program))
+
+
 def _within_block_depth(program: ir.Program) -> None:
     """Drop every block statement nested past the language's limit (BLOCK_DEPTH, a turn's server statements
     counted from the turn's depth in the session, as `serq.limits.check_ir_depths` counts): each side keeps

@@ -27,7 +27,7 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from helpers import REPO, report_drt
-from kernel_strategies import is_traced, kernel_case, kernel_cases, trace_folder
+from kernel_strategies import computed_count_case, is_traced, kernel_case, kernel_cases, trace_folder
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.ir.to_source import relinked, same_program
@@ -743,6 +743,74 @@ def test_compiled_lean_agrees_on_many_generated_programs(tmp_path):
     report_drt(f"kernel, compiled: {len(items)} generated programs (seeds {SEED}..{SEED + len(items) - 1}; {traced} "
                f"replay a trace), 0 divergences; {len(planted)} planted-bug cases diverge as they must; interpreter "
                f"{python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
+
+
+# ------------------------------------------------------------------ chooses whose counts are computed
+COMPUTED_COUNT_CASES = 300  # programs with chooses, their counts computed (`computed_count_case`)
+COMPUTED_COUNT_KERNEL_CHECKED = 5  # of which `decide +kernel` checks the first
+
+
+def _computed_count_cases(first_seed: int, wanted: int) -> list[tuple[int, KernelCase, KernelObserved]]:
+    """The first `wanted` seeds from `first_seed` whose programs have a choose, with computed counts, and
+    what the interpreter records of each."""
+    items, seed = [], first_seed
+    while len(items) < wanted:
+        case = computed_count_case(random.Random(seed))
+        if case is not None:
+            items.append((seed, case, observe_kernel(case)))
+        seed += 1
+    return items
+
+
+def test_the_interpreter_runs_chooses_with_computed_counts():
+    """Each count reads only what stands before the choice and is 1 to n, so every such run completes (the
+    interpreter fails a run whose count is outside 1 to a million)."""
+    items = _computed_count_cases(0, 40)
+    counts = [s.count for _, case, _ in items for s in ir.walk(case.program) if isinstance(s, ir.ChooseStmt)]
+    assert counts and not any(isinstance(c, ir.Num) for c in counts)
+    assert any(isinstance(o, ir.Attr) and o.name not in ("serial",)
+               for c in counts for o in ir.walk(c))  # some count reads the index it chooses
+
+
+def _count_read_at_every_step(monkeypatch) -> None:
+    """A planted bug of the exporter: the counter's bound is the count's expression, read again at every
+    step (where the interpreter reads the count once, before the choice)."""
+    from serq.leangen import kernel
+
+    choose = kernel._Lowering.choose
+
+    def mutant(self, s):
+        stmts = choose(self, s)
+        if len(stmts) == 5:  # the count read into CHOOSE_COUNT first
+            read, *rest, loop = stmts
+            test = loop.args[0]
+            bound_read_again = type(test)("bin", ("lt", test.args[1], read.args[1]))
+            stmts = [*rest, type(loop)("while", (bound_read_again,), loop.blocks)]
+        return stmts
+
+    monkeypatch.setattr(kernel._Lowering, "choose", mutant)
+
+
+@pytest.mark.lean
+def test_lean_agrees_on_chooses_with_computed_counts(tmp_path, monkeypatch):
+    """COMPUTED_COUNT_CASES generated programs whose chooses' counts are computed, through the compiled driver,
+    the first few by `decide +kernel` too: no divergence. The same programs exported with the count read again
+    at every step diverge in some case (the campaign can tell the two)."""
+    t0 = time.monotonic()
+    items = _computed_count_cases(SEED, COMPUTED_COUNT_CASES)
+    python_seconds = time.monotonic() - t0
+    verdict = run_compiled(items, tmp_path / "compiled")
+    assert verdict.unreadable == () and verdict.diverging == (), \
+        f"seeds {sorted(verdict.diverging)[:5]} diverge (computed_count_case(random.Random(seed)))"
+    assert verdict.agreeing == len(items)
+    failures = check_kernel_in_lean(items[:COMPUTED_COUNT_KERNEL_CHECKED])
+    assert not failures, failures[0].message[:500]
+    _count_read_at_every_step(monkeypatch)
+    mutants = [(seed, case, observe_kernel(case)) for seed, case, _ in items]
+    assert run_compiled(mutants, tmp_path / "mutant").diverging, "the count read at every step went unnoticed"
+    report_drt(f"kernel, computed choose counts: {len(items)} generated programs (seeds from {SEED}), compiled, "
+               f"{COMPUTED_COUNT_KERNEL_CHECKED} by decide +kernel, 0 divergences; the count read at every step "
+               f"diverges; interpreter {python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
 
 
 def test_the_compiled_driver_declares_the_modules_own_definitions():
