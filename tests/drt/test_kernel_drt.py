@@ -465,6 +465,27 @@ def _exclusive_admits_after_a_prefill():
         yield
 
 
+@contextmanager
+def _grow_ignores_blocks():
+    """A planted bug in the interpreter: a `grow` on a pool of blocks that does not preempt asks its units as they
+    are, not rounded up to whole blocks, as it grows then (a program without such a `grow` is left as it is)."""
+    grow = Engine.grow
+
+    def patched(self, T, F, i, d):
+        a = F.allocs[i]
+        if a is None or a.member.block is None or a.member.preempt_by:
+            return grow(self, T, F, i, d)
+        up = PoolMember.up
+        PoolMember.up = lambda self, u: u
+        try:
+            return grow(self, T, F, i, d)
+        finally:
+            PoolMember.up = up
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Engine, "grow", patched)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -502,7 +523,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "kv_prefill_after_the_chunk": _by_patching(_kv_prefill_after_the_chunk),
            "engines_plan_last_declared_first": _by_patching(_engines_plan_last_declared_first),
            "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine),
-           "exclusive_admits_after_a_prefill": _by_patching(_exclusive_admits_after_a_prefill)}
+           "exclusive_admits_after_a_prefill": _by_patching(_exclusive_admits_after_a_prefill),
+           "grow_ignores_blocks": _by_patching(_grow_ignores_blocks)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug among the compiled lines
 PLANTED_WANTED = 4

@@ -61,13 +61,13 @@ def svfQueue : List Nat → List Waiter
 (one unit of `reqs`), the observe, the answer and the session's end. -/
 def svfPre (s adm : Nat) : Thread :=
   ⟨s, [0, 0, 4, svfVol s, s, 1, svfVol s], 1, 0, true,
-   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter s 0),
+   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0, 1⟩] (svfWaiter s 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- Session `s` in its decodes: what is left its hold's release, the observe, the answer and the end. -/
 def svfDec (s adm : Nat) : Thread :=
   ⟨s, [0, 0, 4, svfVol s, s, 1, svfVol s], 1, 0, true,
-   [.stmts [], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter s 0),
+   [.stmts [], .release [⟨0, 1, false, false, 0, false, 0, 1⟩] (svfWaiter s 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- Session `s` in service with `k` tokens left after the running iteration. -/
