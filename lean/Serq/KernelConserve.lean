@@ -322,12 +322,21 @@ theorem Machine.grownReq_firstOk (p : Program) (m : Machine) (t i want req : Nat
   simp only [Machine.grownReq]
   exact Machine.firstOk_put hm (Thread.firstOk_same rfl (fun _ => rfl) (Machine.firstOk_get hm _))
 
-theorem retryGrowers_firstOk (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
-    m.firstOk → (retryGrowers p f m i b).1.firstOk := by
-  fun_induction retryGrowers p f m i b <;> intro hm
-  all_goals first
-    | exact hm
-    | (rename_i ih; exact ih (Machine.grownReq_firstOk p _ _ _ _ _ _ hm))
+theorem retryGrowers_firstOk (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    m.firstOk → (retryGrowers p f m i b).1.firstOk
+  | 0, m, i, b, hm => hm
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · exact retryGrowers_firstOk p f _ i true
+            (Machine.grownReq_firstOk p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm)
+        · exact hm
 
 theorem retryPool_firstOk (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     m.firstOk → (retryPool p f m i b).1.firstOk := by
