@@ -429,8 +429,8 @@ theorem exec_found (p : Program) (hfit : Fits p) : ∀ (f : Nat) (m : Machine) (
               (fun hk => KOk.cons (hnext hk).head (growPartReq_kok _ _ _ _ (hnext hk).tail))
           · split
             · exact ExecFound.pre (exec_found p hfit f _ _) (fun h => h)
-                (fun t => Nat.le_of_eq (placed_pools m _ (setPool_queues _ _ _ rfl) t).symm) rfl
-                (fun hs => hs.pools _ (setPool_queues _ _ _ rfl))
+                (fun t => Nat.le_of_eq (placed_pools m _ (setPool_queues _ _ _ (by rfl)) t).symm) rfl
+                (fun hs => hs.pools _ (setPool_queues _ _ _ (by rfl)))
                 (fun hk => KOk.cons (hnext hk).head (growPartReq_kok _ _ _ _ (hnext hk).tail))
             · refine ExecFound.placed _ id rfl (fun _ hs => ⟨hs, fun t => ?_⟩)
               simp only [Machine.placed, occGrowers_append]
@@ -553,14 +553,14 @@ theorem retryQueue_finds (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
 
 theorem Machine.grownReq_placed (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (x : Nat) :
     (m.grownReq p t i want req h).placed g x = m.placed g x := by
-  simp only [Machine.grownReq, Machine.put, Machine.placed]
-  rw [occPools_of_queues x _ _ (setPool_queues _ _ _ rfl)]
+  simp only [Machine.grownReq, Machine.put]
+  exact placed_pools m _ (setPool_queues _ _ _ (by rfl)) x
 
 /-- A waiting `grow` that fits: its thread leaves the growers for the ready threads, its hold grown. -/
 theorem Finds.regrow (p : Program) (m : Machine) (i : Nat) (x : Grower) (hx : growerOn i m.growers = some x)
     (h : Held) (want : Nat) :
-    Finds p g m { m.grownReq p x.thread i want x.req h with growers := removeGrowerOn i m.growers,
-      ready := appendNat m.ready x.thread } := by
+    Finds p g m { m.grownReq p x.thread i want x.req h with
+      growers := removeGrowerOn i m.growers, ready := appendNat m.ready x.thread } := by
   refine ⟨fun h => h, fun hg => Or.inr ?_⟩
   obtain ⟨ho, hi, hs, hf⟩ := hg
   have hk := (Machine.grownReq_keeps (g := g) p m x.thread i want x.req h).trans (Keeps.regrow _ i x hx)
@@ -571,8 +571,9 @@ theorem Finds.regrow (p : Program) (m : Machine) (i : Nat) (x : Grower) (hx : gr
   · intro y hy
     have e1 := occGrowers_remove y i m.growers x hx
     have e2 := Machine.grownReq_placed (g := g) p m x.thread i want x.req h y
-    have he : ({ m.grownReq p x.thread i want x.req h with growers := removeGrowerOn i m.growers,
-        ready := appendNat m.ready x.thread } : Machine).placed g y = m.placed g y := by
+    have he : ({ m.grownReq p x.thread i want x.req h with
+        growers := removeGrowerOn i m.growers, ready := appendNat m.ready x.thread } : Machine).placed g y =
+        m.placed g y := by
       simp only [Machine.placed, occ_appendNat] at e2 ⊢
       omega
     rw [he]
@@ -606,7 +607,7 @@ theorem retryGrowers_finds (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat)
       · exact Finds.refl m
       · next hh hpart =>
         split
-        · exact (Finds.regrow (g := g) p m i x hx hh _).trans (retryGrowers_finds p f _ i true)
+        · exact (Finds.regrow (g := g) p m i x hx hh (roundUp (getAt p.blocks i) x.req)).trans (retryGrowers_finds p f _ i true)
         · exact Finds.refl m
 
 theorem retryPool_finds (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) : Finds p g m (retryPool p f m i b).1 := by

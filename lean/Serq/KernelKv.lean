@@ -398,18 +398,6 @@ theorem growPartReq_frameHeld (i j u r : Nat) (k : List Frame) (h : Held) (e : p
   rw [frameHeld_growPartReq]
   exact growPart_frameHeld i j u k h e
 
-/-- The others' parts do not change when a thread is written back. -/
-theorem othersHeld_setThread (i : Nat) : ∀ (ts : List Thread) (j : Nat) (v : Thread),
-    othersHeld i (setThread ts j v) j = othersHeld i ts j
-  | [], _, _ => rfl
-  | t :: ts, 0, v => by simp only [othersHeld, setThread, getThread, threadsHeld]; omega
-  | t :: ts, j + 1, v => by
-    have e := othersHeld_setThread i ts j v
-    have h1 := threadsHeld_getThread_le i ts j
-    have h2 := threadsHeld_getThread_le i (setThread ts j v) j
-    simp only [othersHeld, setThread, getThread, threadsHeld] at e ⊢
-    omega
-
 /-! ### A continuation's and a thread's leases given back -/
 
 /-- A continuation's holds given back, innermost first (`releaseAll`: `end;`, a refused hold): every pool
@@ -813,9 +801,11 @@ theorem exec_kv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), withi
           · refine exec_kv p f _ _ hw hs (same _ rfl (fun x => ?_))
             rw [hk]
             simp only [Thread.heldOn, frameHeld]
-            have := growPartReq_frameHeld x j h.units (h.asked + eval (m.view p th.serial) th.attrs m.now 0 e) k h hpart
+            have := growPartReq_frameHeld x j h.units (h.asked + Machine.value p m th e) k h hpart
             rw [hh x] at this
-            omega
+            by_cases hjx : j = x
+            · rw [if_pos hjx] at this; omega
+            · rw [if_neg hjx] at this; omega
           · split
             · next hc =>
               simp only [Bool.and_eq_true, decide_eq_true_eq] at hc
@@ -827,8 +817,7 @@ theorem exec_kv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), withi
               rw [hk] at h0
               simp only [Thread.heldOn, frameHeld]
               have hg := growPartReq_frameHeld x j (roundUp (getAt p.blocks j)
-                (h.asked + eval (m.view p th.serial) th.attrs m.now 0 e))
-                (h.asked + eval (m.view p th.serial) th.attrs m.now 0 e) k h hpart
+                (h.asked + Machine.value p m th e)) (h.asked + Machine.value p m th e) k h hpart
               rw [hh x] at hg
               by_cases hjx : j = x
               · subst hjx

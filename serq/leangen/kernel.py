@@ -25,7 +25,8 @@ over the resident's `decoding`, `admission`, `remaining`, its session's attribut
 `running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
 the engine's `admit waiting`); each engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
 runs, under `preempt none`, `preempt lifo` or `preempt by (keys) [requeue head|tail]` (keys over the
-candidate's `decoding`, `position`, `admission` and attributes).
+candidate's `decoding`, `position`, `admission` and attributes); `grow P (d)` inside a hold on P when P does
+not preempt (a growth that does not fit waits for a settle to find room: `Serq.Kernel.Machine.growers`).
 """
 
 from __future__ import annotations

@@ -206,7 +206,7 @@ theorem svf_endTail_pre (n f t sq q s adm sv admSeq arr : Nat) (ts : List Thread
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :
     svfEndTail (svfP n) (f + 2) (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) =
       svfPreM t sq q s adm sv admSeq arr ts sts W recs gs := by
-  have hs := svf_settle_idle n f (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) rfl
+  have hs := svf_settle_idle n f (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) rfl rfl
   have hd := svf_dueNow_next (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) q (.iterationEnd 0) rfl
   unfold svfEndTail
   simp only [hs, hd]

@@ -39,12 +39,13 @@ theorem svf_dueNow_next (m : Kernel.Machine) (q : Nat) (w : Wake) (h : m.timers 
     m.dueNow = false := by
   simp [Kernel.Machine.dueNow, h]
 
-/-- With nothing ready, the instant's settle changes nothing: no thread runs, and the one pool's queue is
-admitted by the engine only. -/
-theorem svf_settle_idle (n f : Nat) (m : Kernel.Machine) (h : m.ready = []) : settle (svfP n) (f + 2) m = m := by
+/-- With nothing ready and no `grow` waiting, the instant's settle changes nothing: no thread runs, and the one
+pool's queue is admitted by the engine only. -/
+theorem svf_settle_idle (n f : Nat) (m : Kernel.Machine) (h : m.ready = []) (hg : m.growers = []) :
+    settle (svfP n) (f + 2) m = m := by
   cases m
-  simp only at h
-  subst h
+  simp only at h hg
+  subst h hg
   rfl
 
 /-- A decode's iteration ends with tokens left: its resident keeps `k + 1` tokens and is unscheduled, the
