@@ -574,7 +574,7 @@ theorem Finds.regrow (p : Program) (m : Machine) (i : Nat) (x : Grower) (hx : gr
     have he : ({ m.grownReq p x.thread i want x.req h with
         growers := removeGrowerOn i m.growers, ready := appendNat m.ready x.thread } : Machine).placed g y =
         m.placed g y := by
-      simp only [Machine.placed, occ_appendNat] at e2 ⊢
+      simp only [Machine.placed, occ_appendNat, Machine.grownReq, Machine.put] at e2 ⊢
       omega
     rw [he]
     by_cases hyx : y = x.thread
