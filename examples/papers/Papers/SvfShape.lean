@@ -108,6 +108,8 @@ structure SvfServing (n : Nat) (m : Kernel.Machine) (served : List Nat) (s k : N
   -- the next admission number is not 0, so the next admitted thread's number is its own (`exec`'s `step`
   -- takes a new one for a thread numbered 0)
   admSeq_pos : 0 < m.admSeq
+  -- no `grow` waits (the program has none)
+  growers : m.growers = []
 
 /-- **Shape (B), ended.** No timer, every session answered, in the order `served`. -/
 structure SvfEnded (n : Nat) (m : Kernel.Machine) (served : List Nat) : Prop where
@@ -173,7 +175,7 @@ theorem svfM2_serving (n : Nat) (ts : List Thread) (ws : List Waiter)
     have h := svfWaitings_length (n + 1)
     rw [hts] at h
     simpa using h
-  refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
+  refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
   · rw [range_succ_cons]
     exact List.Perm.refl _
   · refine ⟨fun y _ => ?_, trivial⟩
@@ -203,6 +205,7 @@ theorem svfM2_serving (n : Nat) (ts : List Thread) (ws : List Waiter)
   · rfl
   · show 0 < 2
     decide
+  · rfl
 
 /-- **(A) at the loop's first step, for every batch.** For every batch of `n + 1` sessions and every fuel
 of at least 3 past the first instant's, the end of the settled first instant (the machine the event loop
