@@ -134,6 +134,29 @@ def exec (p : Program) : Nat → Machine → Thread → Machine
           { m with engines := setEngineState m.engines s { es with residents := insertResident ⟨th.serial, v, dec, adm, 0, g⟩ es.residents },
                    admSeq := if th.admNo = 0 then m.admSeq + 1 else m.admSeq }.put
             { th with admNo := adm, k := .stmts rest :: k }
+      | .grow i e =>
+        -- `grow P (d)` (`Holds.grow`, `preempt none`): the innermost hold on P asks d more; in whole blocks no
+        -- more than it has, it only asks; else it grows if no `grow` waits on P and the growth fits
+        -- (`fits_growth`: the holder grows into its own reservation), evicting as an admission does, or
+        -- the thread waits, to resume where it was once a settle finds room (`retryGrowers`)
+        let d := m.value p th e
+        match partOn k i with
+        | none => { m.put th with failed := true }   -- the hold gave P back (`release`) before the grow
+        | some h =>
+          let req := h.asked + d
+          let want := roundUp (getAt p.blocks i) req
+          let th0 := { th with k := .stmts rest :: k }
+          if want ≤ h.units then exec p f m { th with k := .stmts rest :: growPartReq k i h.units req }
+          else
+            -- the threads as they stand (this one's attributes and holds now): what the growth check and the
+            -- eviction read
+            let ts := setThread m.threads th.serial th0
+            let q := getPool m.pools i
+            if !growsOn i m.growers && decide (q.used + (want - h.units) + reservedAfter p ts i want h ≤ getAt p.caps i) then
+              let used := q.used + (want - h.units)
+              exec p f { m with pools := setPool m.pools i { q with used := used, entries := evictIn p ts m.pools m.now i used q.entries } }
+                { th with k := .stmts rest :: growPartReq k i want req }
+            else { m with growers := appendGrower m.growers ⟨th.serial, i, req⟩ }.put th0
       | .hold on reuse cache body =>
         if rejects p.blocks (m.view p th.serial) th.attrs m.now on then   -- refused: the session ends, its holds and leases given back
           { m with pools := endLeases p.blocks p.caps th.serial th.attrs m.now
@@ -198,7 +221,8 @@ def admitOn (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool
     let rest := admitOn p threads v caching rho attrs now (first && !reusing) (if reusing && first then consumed else attr)
       (setPool ps h.pool q') hs
     (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false,
-      if getBool p.reserveHeld h.pool then roundUp b (eval v attrs now 0 h.reserve) else 0⟩ :: rest.2.2)
+      if getBool p.reserveHeld h.pool then roundUp b (eval v attrs now 0 h.reserve) else 0,
+      eval v attrs now 0 h.units⟩ :: rest.2.2)
 
 def reuseLimit (v : PoolView) (attrs : List Nat) (now : Nat) : Option Expr → Option Nat
   | none => none
@@ -285,10 +309,38 @@ def retryQueue (p : Program) : Nat → Machine → Nat → Bool → Machine × B
         retryQueue p f { m.admitWaiter p [] i j with ready := appendNat m.ready w.thread } i true
       else (m, progress)
 
-/-- Pool `i`'s queue retried at settle time, unless an engine admits it (then only the engine's
-`admit waiting` does). -/
+/-- Pool `i` and thread `t`'s hold there (`partOn`) grown to `want` units, asking `req` (a waiting `grow`
+that now fits: `resize`, then `make_room`). -/
+def Machine.grownReq (p : Program) (m : Machine) (t i want req : Nat) (h : Held) : Machine :=
+  let th := getThread m.threads t
+  let q := getPool m.pools i
+  let used := q.used + (want - h.units)
+  { m with pools := setPool m.pools i { q with used := used, entries := evictIn p m.threads m.pools m.now i used q.entries } }.put
+    { th with k := growPartReq th.k i want req }
+
+/-- The `grow` statements waiting on pool `i` retried, the first that stalled first, while each fits
+(`Holds.retry_growers`: the first that does not fit blocks the rest); a grown thread is ready, to resume
+after its `grow`. The flag: something grew. -/
+def retryGrowers (p : Program) : Nat → Machine → Nat → Bool → Machine × Bool
+  | 0, m, _, progress => ({ m with outOfFuel := true }, progress)
+  | f + 1, m, i, progress =>
+    match growerOn i m.growers with
+    | none => (m, progress)
+    | some g =>
+      match partOn (getThread m.threads g.thread).k i with
+      | none => (m, progress)
+      | some h =>
+        let want := roundUp (getAt p.blocks i) g.req
+        if (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i then
+          retryGrowers p f { m.grownReq p g.thread i want g.req h with
+            growers := removeGrowerOn i m.growers, ready := appendNat m.ready g.thread } i true
+        else (m, progress)
+
+/-- Pool `i` retried at settle time (`Holds.retry_pools`): its waiting `grow` statements first, then its
+queue, unless an engine admits it (then only the engine's `admit waiting` does). -/
 def retryPool (p : Program) (f : Nat) (m : Machine) (i : Nat) (progress : Bool) : Machine × Bool :=
-  if getAt p.admitVia i = 0 then retryQueue p f m i progress else (m, progress)
+  let g := retryGrowers p f m i progress
+  if getAt p.admitVia i = 0 then retryQueue p f g.1 i g.2 else g
 
 /-- Every pool's queue retried, in the pools' declaration order. -/
 def retryPools (p : Program) (f : Nat) : Nat → Nat → Machine → Bool → Machine × Bool
@@ -628,10 +680,10 @@ def initial (p : Program) : Machine :=
   | [] =>
     ⟨0, if renewal then 1 else 0, arrivals p p.sessions 0, if p.gap = 0 then serials p.sessions 0 else [],
      if renewal then [⟨p.gap, 0, .arrival 0⟩] else [], idleStages p.stages, emptyPools p.caps, false,
-     idleEngines p.stages, 1, if p.gap = 0 then p.sessions else 0, noProgress p.sessions, false⟩
+     idleEngines p.stages, 1, if p.gap = 0 then p.sessions else 0, noProgress p.sessions, false, []⟩
   | times =>
     ⟨0, countNats times, arrivals p p.sessions 0, [], traceTimers times 0, idleStages p.stages, emptyPools p.caps,
-     false, idleEngines p.stages, 1, 0, noProgress p.sessions, false⟩
+     false, idleEngines p.stages, 1, 0, noProgress p.sessions, false, []⟩
 
 /-- The whole run, cut at `fuel` (the machine says whether it was). -/
 def runProgram (p : Program) (fuel : Nat) : Machine :=

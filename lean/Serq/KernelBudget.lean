@@ -76,6 +76,9 @@ theorem getEngineState_idleEngines_records : ∀ (ss : List Service) (j : Nat),
 @[simp] theorem Machine.grown_engines (p : Program) (m : Machine) (t i want : Nat) (h : Held) :
     (m.grown p t i want h).engines = m.engines := rfl
 
+@[simp] theorem Machine.grownReq_engines (p : Program) (m : Machine) (t i want req : Nat) (h : Held) :
+    (m.grownReq p t i want req h).engines = m.engines := rfl
+
 @[simp] theorem Machine.advanceHolds_engines (m : Machine) (rs : List Resident) :
     (m.advanceHolds rs).engines = m.engines := by
   fun_induction m.advanceHolds rs <;> simp_all
@@ -94,12 +97,20 @@ theorem retryQueue_records (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : 
     (getEngineState (retryQueue p f m i b).1.engines j).records = (getEngineState m.engines j).records := by
   fun_induction retryQueue p f m i b <;> simp_all +zetaDelta
 
+theorem retryGrowers_engines (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
+    (retryGrowers p f m i b).1.engines = m.engines := by
+  fun_induction retryGrowers p f m i b <;> simp_all +zetaDelta
+
+theorem retryGrowers_records (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) (j : Nat) :
+    (getEngineState (retryGrowers p f m i b).1.engines j).records = (getEngineState m.engines j).records := by
+  fun_induction retryGrowers p f m i b <;> simp_all +zetaDelta
+
 theorem retryPool_records (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) (j : Nat) :
     (getEngineState (retryPool p f m i b).1.engines j).records = (getEngineState m.engines j).records := by
   simp only [retryPool]
   split
-  · exact retryQueue_records ..
-  · rfl
+  · rw [retryQueue_records, retryGrowers_records]
+  · exact retryGrowers_records ..
 
 theorem retryPools_records (p : Program) (f n i : Nat) (m : Machine) (b : Bool) (j : Nat) :
     (getEngineState (retryPools p f n i m b).1.engines j).records = (getEngineState m.engines j).records := by

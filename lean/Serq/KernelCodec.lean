@@ -38,7 +38,7 @@ them), in prefix form:
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses lease)ⁿ reuse cache body` hold (reuse and cache
   optional expressions, `0` none or `1 e`; caches and reuses 0 or 1; lease `0` none, `1` `lease m (inf)`, `2 t`
   `lease m (t)`), `9 pool` release, `10 stage decode grow w`
-  a run on an engine (decode 0 or 1; grow 0, or `i + 1` for `growing` pool i);
+  a run on an engine (decode 0 or 1; grow 0, or `i + 1` for `growing` pool i), `11 pool d` grow;
 * expression: `0 n` num, `1 i` attr, `2` now, `3 e` not, `4 op l r` (op: `BinOp`'s constructors
   in order from 0), `5 t a b` cond, `6 a b` min, `7 a b` max, `8 a d` floor division, `9` waited,
   and a pool's observable of pool `i`: `10 i` used, `11 i` free, `12 i` holders, `13 i` queued, `14 i` cachedin;
@@ -238,6 +238,12 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
         | some (w, r) => rest (.step st (flag d) g w) r
         | none => none
       | _ => none
+    | 11 =>
+      match r with
+      | i :: r => match readExpr f r with
+        | some (d, r) => rest (.grow i d) r
+        | none => none
+      | [] => none
     | _ => none
   | _ + 1, _ + 1, [] => none
 

@@ -283,6 +283,8 @@ theorem exec_firstOk (p : Program) (f : Nat) (m : Machine) (th : Thread) :
     | (rename_i ih; exact ih hm (Thread.firstOk_answer (hm.1 _) ht rfl rfl rfl rfl))
     | (rename_i ih; exact ih (Machine.leaseTimer_firstOk _ _ _ hm)
         (Thread.firstOk_same (Machine.leaseTimer_now _ _ _) (fun _ => by rw [Machine.leaseTimer_progress]) ht))
+    | (rename_i ih; exact ih (Machine.firstOk_put hm (Thread.firstOk_same rfl (fun _ => rfl) ht))
+        (Thread.firstOk_same rfl (fun _ => rfl) ht))
 
 /-! ### Settling an instant -/
 
@@ -314,13 +316,35 @@ theorem retryQueue_firstOk (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : 
     | exact hm
     | (rename_i ih; exact ih (Machine.admitWaiter_firstOk p _ _ _ _ hm))
 
+theorem Machine.grownReq_firstOk (p : Program) (m : Machine) (t i want req : Nat) (h : Held) :
+    m.firstOk → (m.grownReq p t i want req h).firstOk := by
+  intro hm
+  simp only [Machine.grownReq]
+  exact Machine.firstOk_put hm (Thread.firstOk_same rfl (fun _ => rfl) (Machine.firstOk_get hm _))
+
+theorem retryGrowers_firstOk (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    m.firstOk → (retryGrowers p f m i b).1.firstOk
+  | 0, m, i, b, hm => hm
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · exact retryGrowers_firstOk p f _ i true
+            (Machine.grownReq_firstOk p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm)
+        · exact hm
+
 theorem retryPool_firstOk (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     m.firstOk → (retryPool p f m i b).1.firstOk := by
   intro hm
   simp only [retryPool]
   split
-  · exact retryQueue_firstOk p f _ _ _ hm
-  · exact hm
+  · exact retryQueue_firstOk p f _ _ _ (retryGrowers_firstOk p f _ _ _ hm)
+  · exact retryGrowers_firstOk p f _ _ _ hm
 
 theorem retryPools_firstOk (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     m.firstOk → (retryPools p f n i m b).1.firstOk := by

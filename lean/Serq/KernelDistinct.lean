@@ -512,9 +512,9 @@ theorem initial_placed (p : Program) (harr : p.gap = 0 ∨ p.arrivalTimes = []) 
       simp only [ha]
       by_cases hg : p.gap = 0
       · have h1 := occ_serials_le t p.sessions 0
-        simp only [Machine.placed, hg, occStages_idle, occPools_empty, occEngines_idle]
+        simp only [Machine.placed, hg, occStages_idle, occPools_empty, occEngines_idle, occGrowers]
         simp [occTimers, h1]
-      · simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, if_neg hg]
+      · simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, occGrowers, if_neg hg]
         split
         · simp [occTimers, wakeOcc, hg, occ]
         · simp [occTimers, occ]
@@ -526,7 +526,7 @@ theorem initial_placed (p : Program) (harr : p.gap = 0 ∨ p.arrivalTimes = []) 
       have h1 := occTimers_trace_le t (x :: xs) 0
       unfold initial
       simp only [ha]
-      simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, occ, hg]
+      simp only [Machine.placed, occStages_idle, occPools_empty, occEngines_idle, occ, occGrowers, hg]
       simp_all
 
 /-! ### `DistinctInvariant`, and `full_or_short` for every run -/

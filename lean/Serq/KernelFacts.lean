@@ -54,9 +54,17 @@ theorem retryQueue_now (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool
     (retryQueue p f m i b).1.now = m.now := by
   fun_induction retryQueue p f m i b <;> simp_all +zetaDelta
 
+@[simp] theorem Machine.grownReq_now (p : Program) (m : Machine) (t i want req : Nat) (h : Held) :
+    (m.grownReq p t i want req h).now = m.now := rfl
+
+theorem retryGrowers_now (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
+    (retryGrowers p f m i b).1.now = m.now := by
+  fun_induction retryGrowers p f m i b <;> simp_all +zetaDelta
+
 theorem retryPools_now (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     (retryPools p f n i m b).1.now = m.now := by
-  fun_induction retryPools p f n i m b <;> simp_all +zetaDelta [retryPool, apply_ite, retryQueue_now]
+  fun_induction retryPools p f n i m b <;>
+    simp_all +zetaDelta [retryPool, apply_ite, retryQueue_now, retryGrowers_now]
 
 theorem settle_now (p : Program) (f : Nat) (m : Machine) : (settle p f m).now = m.now := by
   fun_induction settle p f m <;> simp_all +zetaDelta [retryPools_now, runReady_now]
@@ -231,13 +239,25 @@ theorem retryQueue_causal (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : B
     | exact hm
     | (rename_i ih; exact ih (Machine.admitWaiter_causal p _ _ _ _ hm))
 
+theorem Machine.grownReq_causal (p : Program) (m : Machine) (t i want req : Nat) (h : Held) :
+    m.causal → (m.grownReq p t i want req h).causal := by
+  intro hm
+  exact threadsCausal_setThread _ hm (getThread_answers _ hm) (getThread_submitted _ hm)
+
+theorem retryGrowers_causal (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
+    m.causal → (retryGrowers p f m i b).1.causal := by
+  fun_induction retryGrowers p f m i b <;> intro hm
+  all_goals first
+    | exact hm
+    | (rename_i ih; exact ih (Machine.grownReq_causal p _ _ _ _ _ _ hm))
+
 theorem retryPool_causal (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     m.causal → (retryPool p f m i b).1.causal := by
   intro hm
   simp only [retryPool]
   split
-  · exact retryQueue_causal p f _ _ _ hm
-  · exact hm
+  · exact retryQueue_causal p f _ _ _ (retryGrowers_causal p f _ _ _ hm)
+  · exact retryGrowers_causal p f _ _ _ hm
 
 theorem retryPools_causal (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     m.causal → (retryPools p f n i m b).1.causal := by

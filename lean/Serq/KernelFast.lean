@@ -210,7 +210,7 @@ def heldWithout (xarg : List Held) : Nat → List Held :=
   List.rec (motive := fun _ => Nat → List Held) (heldWithout.base)
     (fun kfx kfxs kfih => heldWithout.step kfx kfxs kfih) xarg
 
-def heldPart.base : Nat → Held := fun i => ⟨i, 0, false, true, 0, false, 0⟩
+def heldPart.base : Nat → Held := fun i => ⟨i, 0, false, true, 0, false, 0, 0⟩
 
 def heldPart.step (h : Held) (hs : List Held) (kfih : Nat → Held) : Nat → Held := fun i => if h.pool == i then h else kfih i
 
@@ -305,6 +305,62 @@ def growPart.rec (xarg : List Frame) : Nat → Nat → List Frame :=
 
 def growPart : List Frame → Nat → Nat → List Frame :=
   fun kfb0 kfb1 kfb2 => growPart.rec kfb0 kfb1 kfb2
+
+def heldGrownReq.base : Nat → Nat → Nat → List Held := fun _ _ _ => []
+
+def heldGrownReq.step (h : Held) (hs : List Held) (kfih : Nat → Nat → Nat → List Held) : Nat → Nat → Nat → List Held := fun i units req => if h.pool == i then { h with units := units, req := req } :: hs else h :: kfih i units req
+
+def heldGrownReq (xarg : List Held) : Nat → Nat → Nat → List Held :=
+  List.rec (motive := fun _ => Nat → Nat → Nat → List Held) (heldGrownReq.base)
+    (fun kfx kfxs kfih => heldGrownReq.step kfx kfxs kfih) xarg
+
+def growPartReq.base : Nat → Nat → Nat → List Frame := fun _ _ _ => []
+
+def growPartReq.step (kfx : Frame) (k : List Frame) (kfih : Nat → Nat → Nat → List Frame) : Nat → Nat → Nat → List Frame := fun i units req =>
+    match kfx with
+    | .answer => .answer :: k
+    | .release held w =>
+      if heldHas held i then .release (heldGrownReq held i units req) w :: k else .release held w :: kfih i units req
+    | f => f :: kfih i units req
+
+def growPartReq.rec (xarg : List Frame) : Nat → Nat → Nat → List Frame :=
+  List.rec (motive := fun _ => Nat → Nat → Nat → List Frame) (growPartReq.base)
+    (fun kfx kfxs kfih => growPartReq.step kfx kfxs kfih) xarg
+
+def growPartReq : List Frame → Nat → Nat → Nat → List Frame :=
+  fun kfb0 kfb1 kfb2 kfb3 => growPartReq.rec kfb0 kfb1 kfb2 kfb3
+
+def growsOn.base (i : Nat) : Bool := false
+
+def growsOn.step (i : Nat) (g : Grower) (gs : List Grower) (kfih : Bool) : Bool := g.pool == i || kfih
+
+def growsOn (i : Nat) (xarg : List Grower) : Bool :=
+  List.rec (motive := fun _ => Bool) (growsOn.base i)
+    (fun kfx kfxs kfih => growsOn.step i kfx kfxs kfih) xarg
+
+def growerOn.base (i : Nat) : Option Grower := none
+
+def growerOn.step (i : Nat) (g : Grower) (gs : List Grower) (kfih : Option Grower) : Option Grower := if g.pool == i then some g else kfih
+
+def growerOn (i : Nat) (xarg : List Grower) : Option Grower :=
+  List.rec (motive := fun _ => Option Grower) (growerOn.base i)
+    (fun kfx kfxs kfih => growerOn.step i kfx kfxs kfih) xarg
+
+def removeGrowerOn.base (i : Nat) : List Grower := []
+
+def removeGrowerOn.step (i : Nat) (g : Grower) (gs : List Grower) (kfih : List Grower) : List Grower := if g.pool == i then gs else g :: kfih
+
+def removeGrowerOn (i : Nat) (xarg : List Grower) : List Grower :=
+  List.rec (motive := fun _ => List Grower) (removeGrowerOn.base i)
+    (fun kfx kfxs kfih => removeGrowerOn.step i kfx kfxs kfih) xarg
+
+def appendGrower.base : Grower → List Grower := fun v => [v]
+
+def appendGrower.step (x : Grower) (xs : List Grower) (kfih : Grower → List Grower) : Grower → List Grower := fun v => x :: kfih v
+
+def appendGrower (xarg : List Grower) : Grower → List Grower :=
+  List.rec (motive := fun _ => Grower → List Grower) (appendGrower.base)
+    (fun kfx kfxs kfih => appendGrower.step kfx kfxs kfih) xarg
 
 def advancePart.base : Nat → Nat → List Frame := fun _ _ => []
 
@@ -1000,6 +1056,23 @@ def exec.step (p : Program) (f : Nat) (kfih : Machine → Thread → Machine) : 
           { m with engines := setEngineState m.engines s { es with residents := insertResident ⟨th.serial, v, dec, adm, 0, g⟩ es.residents },
                    admSeq := if th.admNo = 0 then m.admSeq + 1 else m.admSeq }))
             { th with admNo := adm, k := .stmts rest :: k }
+      | .grow i e =>
+        let d := m.value p th e
+        match partOn k i with
+        | none => { (Machine.put (m := m)) th with failed := true }
+        | some h =>
+          let req := h.asked + d
+          let want := roundUp (getAt p.blocks i) req
+          let th0 := { th with k := .stmts rest :: k }
+          if want ≤ h.units then kfih m { th with k := .stmts rest :: growPartReq k i h.units req }
+          else
+            let ts := setThread m.threads th.serial th0
+            let q := getPool m.pools i
+            if !growsOn i m.growers && decide (q.used + (want - h.units) + reservedAfter p ts i want h ≤ getAt p.caps i) then
+              let used := q.used + (want - h.units)
+              kfih { m with pools := setPool m.pools i { q with used := used, entries := evictIn p ts m.pools m.now i used q.entries } }
+                { th with k := .stmts rest :: growPartReq k i want req }
+            else (Machine.put (m := { m with growers := appendGrower m.growers ⟨th.serial, i, req⟩ })) th0
       | .hold on reuse cache body =>
         if rejects p.blocks (m.view p th.serial) th.attrs m.now on then
           (Machine.put (m :=
@@ -1061,7 +1134,8 @@ def admitOn.step (p : Program) (threads : List Thread) (v : PoolView) (caching :
     let rest := kfih (first && !reusing) (if reusing && first then consumed else attr)
       (setPool ps h.pool q')
     (rest.1, rest.2.1, ⟨h.pool, ur, caching && h.caches, false, consumed, false,
-      if getBool p.reserveHeld h.pool then roundUp b (eval v attrs now 0 h.reserve) else 0⟩ :: rest.2.2)
+      if getBool p.reserveHeld h.pool then roundUp b (eval v attrs now 0 h.reserve) else 0,
+      eval v attrs now 0 h.units⟩ :: rest.2.2)
 
 def admitOn.rec (p : Program) (threads : List Thread) (v : PoolView) (caching : Bool) (rho : Option Nat) (attrs : List Nat) (now : Nat) (xarg : List HoldOn) : Bool → Nat → List PoolState → List PoolState × Nat × List Held :=
   List.rec (motive := fun _ => Bool → Nat → List PoolState → List PoolState × Nat × List Held) (admitOn.base p threads v caching rho attrs now)
@@ -1156,8 +1230,35 @@ def retryQueue (p : Program) (xarg : Nat) : Machine → Nat → Bool → Machine
   Nat.rec (motive := fun _ => Machine → Nat → Bool → Machine × Bool) (retryQueue.base p)
     (fun kfn kfih => retryQueue.step p kfn kfih) xarg
 
+def Machine.grownReq (p : Program) (m : Machine) (t i want req : Nat) (h : Held) : Machine :=
+  let th := getThread m.threads t
+  let q := getPool m.pools i
+  let used := q.used + (want - h.units)
+  (Machine.put (m := { m with pools := setPool m.pools i { q with used := used, entries := evictIn p m.threads m.pools m.now i used q.entries } }))
+    { th with k := growPartReq th.k i want req }
+
+def retryGrowers.base (p : Program) : Machine → Nat → Bool → Machine × Bool := fun m _ progress => ({ m with outOfFuel := true }, progress)
+
+def retryGrowers.step (p : Program) (f : Nat) (kfih : Machine → Nat → Bool → Machine × Bool) : Machine → Nat → Bool → Machine × Bool := fun m i progress =>
+    match growerOn i m.growers with
+    | none => (m, progress)
+    | some g =>
+      match partOn (getThread m.threads g.thread).k i with
+      | none => (m, progress)
+      | some h =>
+        let want := roundUp (getAt p.blocks i) g.req
+        if (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i then
+          kfih { m.grownReq p g.thread i want g.req h with
+            growers := removeGrowerOn i m.growers, ready := appendNat m.ready g.thread } i true
+        else (m, progress)
+
+def retryGrowers (p : Program) (xarg : Nat) : Machine → Nat → Bool → Machine × Bool :=
+  Nat.rec (motive := fun _ => Machine → Nat → Bool → Machine × Bool) (retryGrowers.base p)
+    (fun kfn kfih => retryGrowers.step p kfn kfih) xarg
+
 def retryPool (p : Program) (f : Nat) (m : Machine) (i : Nat) (progress : Bool) : Machine × Bool :=
-  if getAt p.admitVia i = 0 then retryQueue p f m i progress else (m, progress)
+  let g := retryGrowers p f m i progress
+  if getAt p.admitVia i = 0 then retryQueue p f g.1 i g.2 else g
 
 def retryPools.base (p : Program) (f : Nat) : Nat → Machine → Bool → Machine × Bool := fun _ m progress => (m, progress)
 
@@ -1498,10 +1599,10 @@ def initial (p : Program) : Machine :=
   | [] =>
     ⟨0, if renewal then 1 else 0, arrivals p p.sessions 0, if p.gap = 0 then serials p.sessions 0 else [],
      if renewal then [⟨p.gap, 0, .arrival 0⟩] else [], idleStages p.stages, emptyPools p.caps, false,
-     idleEngines p.stages, 1, if p.gap = 0 then p.sessions else 0, noProgress p.sessions, false⟩
+     idleEngines p.stages, 1, if p.gap = 0 then p.sessions else 0, noProgress p.sessions, false, []⟩
   | times =>
     ⟨0, countNats times, arrivals p p.sessions 0, [], traceTimers times 0, idleStages p.stages, emptyPools p.caps,
-     false, idleEngines p.stages, 1, 0, noProgress p.sessions, false⟩
+     false, idleEngines p.stages, 1, 0, noProgress p.sessions, false, []⟩
 
 def runProgram (p : Program) (fuel : Nat) : Machine :=
   loop p fuel (endOfInstant p fuel (settle p fuel (initial p)))

@@ -474,6 +474,93 @@ theorem growPart_eq : @growPart = @Serq.Kernel.growPart := by
   funext kfb0 kfb1 kfb2
   exact congrFun (congrFun (h kfb0) kfb1) kfb2
 
+theorem heldGrownReq_eq : @heldGrownReq = @Serq.Kernel.heldGrownReq := by
+  funext xarg
+  induction xarg with
+  | nil =>
+    show heldGrownReq.base = _
+    delta heldGrownReq.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show heldGrownReq.step kfx kfxs (heldGrownReq kfxs) = _
+    rw [ih]
+    delta heldGrownReq.step
+    all_goals rfl
+
+theorem growPartReq_eq : @growPartReq = @Serq.Kernel.growPartReq := by
+  have h : ∀ (xarg : List Frame), growPartReq.rec xarg = fun (kfb1 : Nat) (kfb2 : Nat) (kfb3 : Nat) => Serq.Kernel.growPartReq xarg kfb1 kfb2 kfb3 := by
+    intro xarg
+    induction xarg with
+    | nil =>
+      funext kfb1 kfb2 kfb3
+      show growPartReq.base kfb1 kfb2 kfb3 = _
+      delta growPartReq.base
+      all_goals (try rw [heldHas_eq])
+      all_goals (try rw [heldGrownReq_eq])
+      all_goals (first | rfl)
+    | cons kfx kfxs ih =>
+      funext kfb1 kfb2 kfb3
+      show growPartReq.step kfx kfxs (growPartReq.rec kfxs) kfb1 kfb2 kfb3 = _
+      rw [ih]
+      delta growPartReq.step
+      all_goals (try rw [heldHas_eq])
+      all_goals (try rw [heldGrownReq_eq])
+      all_goals (first | rfl | (cases kfx <;> rfl))
+  funext kfb0 kfb1 kfb2 kfb3
+  exact congrFun (congrFun (congrFun (h kfb0) kfb1) kfb2) kfb3
+
+theorem growsOn_eq : @growsOn = @Serq.Kernel.growsOn := by
+  funext i xarg
+  induction xarg with
+  | nil =>
+    show growsOn.base i = _
+    delta growsOn.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show growsOn.step i kfx kfxs (growsOn i kfxs) = _
+    rw [ih]
+    delta growsOn.step
+    all_goals rfl
+
+theorem growerOn_eq : @growerOn = @Serq.Kernel.growerOn := by
+  funext i xarg
+  induction xarg with
+  | nil =>
+    show growerOn.base i = _
+    delta growerOn.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show growerOn.step i kfx kfxs (growerOn i kfxs) = _
+    rw [ih]
+    delta growerOn.step
+    all_goals rfl
+
+theorem removeGrowerOn_eq : @removeGrowerOn = @Serq.Kernel.removeGrowerOn := by
+  funext i xarg
+  induction xarg with
+  | nil =>
+    show removeGrowerOn.base i = _
+    delta removeGrowerOn.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show removeGrowerOn.step i kfx kfxs (removeGrowerOn i kfxs) = _
+    rw [ih]
+    delta removeGrowerOn.step
+    all_goals rfl
+
+theorem appendGrower_eq : @appendGrower = @Serq.Kernel.appendGrower := by
+  funext xarg
+  induction xarg with
+  | nil =>
+    show appendGrower.base = _
+    delta appendGrower.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show appendGrower.step kfx kfxs (appendGrower kfxs) = _
+    rw [ih]
+    delta appendGrower.step
+    all_goals rfl
+
 theorem advancePart_eq : @advancePart = @Serq.Kernel.advancePart := by
   have h : ∀ (xarg : List Frame), advancePart.rec xarg = fun (kfb1 : Nat) (kfb2 : Nat) => Serq.Kernel.advancePart xarg kfb1 kfb2 := by
     intro xarg
@@ -1341,11 +1428,17 @@ theorem exec_eq : @exec = @Serq.Kernel.exec := by
     all_goals (try rw [getAt_eq])
     all_goals (try rw [setAt_eq])
     all_goals (try rw [getPool_eq])
+    all_goals (try rw [setThread_eq])
     all_goals (try rw [setPool_eq])
     all_goals (try rw [appendWaiter_eq])
     all_goals (try rw [Machine.put_eq])
     all_goals (try rw [giveBack_eq])
     all_goals (try rw [heldWithout_eq])
+    all_goals (try rw [partOn_eq])
+    all_goals (try rw [reservedAfter_eq])
+    all_goals (try rw [growPartReq_eq])
+    all_goals (try rw [growsOn_eq])
+    all_goals (try rw [appendGrower_eq])
     all_goals (try rw [releaseIn_eq])
     all_goals (try rw [releaseAll_eq])
     all_goals (try rw [holdsOn_eq])
@@ -1362,6 +1455,7 @@ theorem exec_eq : @exec = @Serq.Kernel.exec := by
     all_goals (try rw [setProgress_eq])
     all_goals (try rw [insertResident_eq])
     all_goals (try rw [insertByCreation_eq])
+    all_goals (try rw [evictIn_eq])
     all_goals rfl
 
 theorem runReady_eq : @runReady = @Serq.Kernel.runReady := by
@@ -1539,10 +1633,42 @@ theorem retryQueue_eq : @retryQueue = @Serq.Kernel.retryQueue := by
     all_goals (try rw [Machine.admitWaiter_eq])
     all_goals rfl
 
+theorem Machine.grownReq_eq : @Machine.grownReq = @Serq.Kernel.Machine.grownReq := by
+  delta Machine.grownReq
+  all_goals (try rw [getPool_eq])
+  all_goals (try rw [getThread_eq])
+  all_goals (try rw [setPool_eq])
+  all_goals (try rw [Machine.put_eq])
+  all_goals (try rw [growPartReq_eq])
+  all_goals (try rw [evictIn_eq])
+  all_goals rfl
+
+theorem retryGrowers_eq : @retryGrowers = @Serq.Kernel.retryGrowers := by
+  funext p xarg
+  induction xarg with
+  | zero =>
+    show retryGrowers.base p = _
+    delta retryGrowers.base
+    all_goals rfl
+  | succ kfn ih =>
+    show retryGrowers.step p kfn (retryGrowers p kfn) = _
+    rw [ih]
+    delta retryGrowers.step
+    all_goals (try rw [getAt_eq])
+    all_goals (try rw [appendNat_eq])
+    all_goals (try rw [getPool_eq])
+    all_goals (try rw [getThread_eq])
+    all_goals (try rw [partOn_eq])
+    all_goals (try rw [reservedAfter_eq])
+    all_goals (try rw [growerOn_eq])
+    all_goals (try rw [removeGrowerOn_eq])
+    all_goals rfl
+
 theorem retryPool_eq : @retryPool = @Serq.Kernel.retryPool := by
   delta retryPool
   all_goals (try rw [getAt_eq])
   all_goals (try rw [retryQueue_eq])
+  all_goals (try rw [retryGrowers_eq])
   all_goals rfl
 
 theorem retryPools_eq : @retryPools = @Serq.Kernel.retryPools := by

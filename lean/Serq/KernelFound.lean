@@ -420,6 +420,21 @@ theorem exec_found (p : Program) (hfit : Fits p) : ∀ (f : Nat) (m : Machine) (
           · have hf := hfit.stmt (hst hk)
             simp only [fitsStmt, decide_eq_true_eq, countServices_length] at hf
             exact placed_seat m s _ _ _ (by rw [hs.2.2.1]; exact hf) (fun t => occ_insertResident t _ _) t
+      | grow j e =>
+        dsimp only
+        split
+        · exact ExecFound.lost (Or.inr rfl)
+        · split
+          · exact ExecFound.same (exec_found p hfit f _ _)
+              (fun hk => KOk.cons (hnext hk).head (growPartReq_kok _ _ _ _ (hnext hk).tail))
+          · split
+            · exact ExecFound.pre (exec_found p hfit f _ _) (fun h => h)
+                (fun t => Nat.le_of_eq (placed_pools m _ (setPool_queues _ _ _ (by rfl)) t).symm) rfl
+                (fun hs => hs.pools _ (setPool_queues _ _ _ (by rfl)))
+                (fun hk => KOk.cons (hnext hk).head (growPartReq_kok _ _ _ _ (hnext hk).tail))
+            · refine ExecFound.placed _ id rfl (fun _ hs => ⟨hs, fun t => ?_⟩)
+              simp only [Machine.placed, occGrowers_append]
+              omega
       | hold on reuse cache body =>
         dsimp only
         split
@@ -536,11 +551,70 @@ theorem retryQueue_finds (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
         exact h.trans (retryQueue_finds p f _ i true)
       · exact Finds.refl m
 
+theorem Machine.grownReq_placed (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (x : Nat) :
+    (m.grownReq p t i want req h).placed g x = m.placed g x := by
+  simp only [Machine.grownReq, Machine.put]
+  exact placed_pools m _ (setPool_queues _ _ _ (by rfl)) x
+
+/-- A waiting `grow` that fits: its thread leaves the growers for the ready threads, its hold grown. -/
+theorem Finds.regrow (p : Program) (m : Machine) (i : Nat) (x : Grower) (hx : growerOn i m.growers = some x)
+    (h : Held) (want : Nat) :
+    Finds p g m { m.grownReq p x.thread i want x.req h with
+      growers := removeGrowerOn i m.growers, ready := appendNat m.ready x.thread } := by
+  refine ⟨fun h => h, fun hg => Or.inr ?_⟩
+  obtain ⟨ho, hi, hs, hf⟩ := hg
+  have hk := (Machine.grownReq_keeps (g := g) p m x.thread i want x.req h).trans (Keeps.regrow _ i x hx)
+  refine ⟨hk.serial ho, ?_, ?_, ?_⟩
+  · have h1 := Machine.grownReq_inv p m x.thread i want x.req h hi
+    exact ⟨h1.threads, h1.pools, h1.engines⟩
+  · exact ⟨(setPool_length _ _ _).trans hs.1, hs.2.1, hs.2.2.1, (setThread_length _ _ _).trans hs.2.2.2⟩
+  · intro y hy
+    have e1 := occGrowers_remove y i m.growers x hx
+    have e2 := Machine.grownReq_placed (g := g) p m x.thread i want x.req h y
+    have he : ({ m.grownReq p x.thread i want x.req h with
+        growers := removeGrowerOn i m.growers, ready := appendNat m.ready x.thread } : Machine).placed g y =
+        m.placed g y := by
+      simp only [Machine.placed, occ_appendNat, Machine.grownReq, Machine.put] at e2 ⊢
+      omega
+    rw [he]
+    by_cases hyx : y = x.thread
+    · rw [hyx] at e1 ⊢
+      have : bump x.thread x.thread = 1 := bump_self _
+      simp only [Machine.placed]
+      omega
+    · simp only [Machine.grownReq, Machine.put] at hy
+      rcases getThread_setThread m.threads (getThread m.threads x.thread).serial y
+          { getThread m.threads x.thread with k := growPartReq (getThread m.threads x.thread).k i want x.req } with e | ⟨e3, e4⟩
+      · rw [e] at hy
+        exact hf y hy
+      · exfalso
+        rw [e4] at hy
+        rcases ho.1 x.thread with ⟨e5, _⟩ | e5
+        · exact hyx (by rw [← e3, e5])
+        · apply hy
+          show growPartReq (getThread m.threads x.thread).k i want x.req = []
+          rw [e5]
+          rfl
+
+theorem retryGrowers_finds (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool), Finds p g m (retryGrowers p f m i b).1
+  | 0, m, i, b => Finds.out m
+  | f + 1, m, i, b => by
+    simp only [retryGrowers]
+    split
+    · exact Finds.refl m
+    · next x hx =>
+      split
+      · exact Finds.refl m
+      · next hh hpart =>
+        split
+        · exact (Finds.regrow (g := g) p m i x hx hh (roundUp (getAt p.blocks i) x.req)).trans (retryGrowers_finds p f _ i true)
+        · exact Finds.refl m
+
 theorem retryPool_finds (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) : Finds p g m (retryPool p f m i b).1 := by
   simp only [retryPool]
   split
-  · exact retryQueue_finds p f m i b
-  · exact Finds.refl m
+  · exact (retryGrowers_finds p f m i b).trans (retryQueue_finds p f _ i _)
+  · exact retryGrowers_finds p f m i b
 
 theorem retryPools_finds (p : Program) (f : Nat) : ∀ (n i : Nat) (m : Machine) (b : Bool), Finds p g m (retryPools p f n i m b).1
   | 0, _, m, _ => Finds.refl m

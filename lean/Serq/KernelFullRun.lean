@@ -85,8 +85,8 @@ theorem retryPool_sched (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Boo
     SchedClear s (retryPool p f m i b).1.engines ↔ SchedClear s m.engines := by
   simp only [retryPool]
   split
-  · exact retryQueue_sched ..
-  · exact Iff.rfl
+  · rw [retryQueue_sched, retryGrowers_engines]
+  · rw [retryGrowers_engines]
 
 theorem retryPools_sched (p : Program) (f n i : Nat) (m : Machine) (b : Bool) (s : Nat) :
     SchedClear s (retryPools p f n i m b).1.engines ↔ SchedClear s m.engines := by

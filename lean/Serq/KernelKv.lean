@@ -373,6 +373,31 @@ theorem growPart_frameHeld (i j u : Nat) : ∀ (k : List Frame) (h : Held), part
   | .stmts _ :: k, h, e => growPart_frameHeld i j u k h e
   | .submit :: k, h, e => growPart_frameHeld i j u k h e
 
+/-- A `grow` statement's growth counts as a growing run's: what it asks (`req`) is no part's units. -/
+theorem heldOn_heldGrownReq (i j u r : Nat) : ∀ (held : List Held), heldOn i (heldGrownReq held j u r) = heldOn i (heldGrown held j u)
+  | [] => rfl
+  | x :: xs => by
+    simp only [heldGrownReq, heldGrown]
+    split
+    · simp [heldOn]
+    · simp only [heldOn_cons, heldOn_heldGrownReq i j u r xs]
+
+theorem frameHeld_growPartReq (i j u r : Nat) : ∀ (k : List Frame), frameHeld i (growPartReq k j u r) = frameHeld i (growPart k j u)
+  | [] => rfl
+  | .answer :: _ => rfl
+  | .release held w :: k => by
+    simp only [growPartReq, growPart]
+    split
+    · simp only [frameHeld, heldOn_heldGrownReq]
+    · simp only [frameHeld, frameHeld_growPartReq i j u r k]
+  | .stmts _ :: k => by simp only [growPartReq, growPart, frameHeld, frameHeld_growPartReq i j u r k]
+  | .submit :: k => by simp only [growPartReq, growPart, frameHeld, frameHeld_growPartReq i j u r k]
+
+theorem growPartReq_frameHeld (i j u r : Nat) (k : List Frame) (h : Held) (e : partOn k j = some h) :
+    frameHeld i (growPartReq k j u r) + heldOn i [h] = frameHeld i k + (if j = i then u else 0) := by
+  rw [frameHeld_growPartReq]
+  exact growPart_frameHeld i j u k h e
+
 /-! ### A continuation's and a thread's leases given back -/
 
 /-- A continuation's holds given back, innermost first (`releaseAll`: `end;`, a refused hold): every pool
@@ -761,6 +786,49 @@ theorem exec_kv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), withi
         split
         · exact exec_kv p f _ _ hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
         · exact KvRun.put hw hs (same _ rfl (fun j => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
+      | grow j e =>
+        try dsimp only
+        split
+        · have h := KvRun.put hw hs hl
+          exact ⟨h.1, h.2.1, h.2.2⟩
+        · next h hpart =>
+          have hsp := partOn_spec _ _ _ hpart
+          have hh : ∀ x, heldOn x [h] = if j = x then h.units else 0 := by
+            intro x
+            simp only [heldOn, hsp.1, hsp.2, and_true]
+            split <;> omega
+          split
+          · refine exec_kv p f _ _ hw hs (same _ rfl (fun x => ?_))
+            rw [hk]
+            simp only [Thread.heldOn, frameHeld]
+            have := growPartReq_frameHeld x j h.units (h.asked + Machine.value p m th e) k h hpart
+            rw [hh x] at this
+            by_cases hjx : j = x
+            · rw [if_pos hjx] at this; omega
+            · rw [if_neg hjx] at this; omega
+          · split
+            · next hc =>
+              simp only [Bool.and_eq_true, decide_eq_true_eq] at hc
+              have hfit := Nat.le_trans (Nat.le_add_right _ _) hc.2
+              refine exec_kv p f _ _ (withinCaps_setPool _ _ _ _ hw (evictIn_within p _ _ _ j _ _ hfit))
+                hs (fun x hx => ?_)
+              rw [setPool_length] at hx
+              have h0 := hl x hx
+              rw [hk] at h0
+              simp only [Thread.heldOn, frameHeld]
+              have hg := growPartReq_frameHeld x j (roundUp (getAt p.blocks j)
+                (h.asked + Machine.value p m th e)) (h.asked + Machine.value p m th e) k h hpart
+              rw [hh x] at hg
+              by_cases hjx : j = x
+              · subst hjx
+                rw [getPool_setPool_lt _ _ _ hx]
+                simp only [↓reduceIte] at hg
+                dsimp only
+                omega
+              · rw [getPool_setPool_ne _ _ _ _ hjx]
+                simp only [hjx, ↓reduceIte] at hg
+                omega
+            · exact KvRun.put hw hs (same _ rfl (fun x => by rw [hk]; simp only [Thread.heldOn, frameHeld]))
       | hold on reuse cache body =>
         try dsimp only
         split
@@ -915,6 +983,36 @@ theorem Machine.grown_kv (p : Program) (m : Machine) (t i want : Nat) (h : Held)
   refine KvRun.put hw hm.2.1 (fun k hk => ?_)
   rw [setPool_length] at hk
   have hg := growPart_frameHeld k i want _ h hpart
+  have h1 := ht k hk
+  simp only [Thread.heldOn] at h1 ⊢
+  by_cases hik : i = k
+  · subst hik
+    rw [getPool_setPool_lt _ _ _ hk]
+    have hh : heldOn i [h] = h.units := by
+      simp only [heldOn, hsp.1, hsp.2, and_self, ↓reduceIte]
+      omega
+    simp only [↓reduceIte] at hg
+    dsimp only
+    omega
+  · rw [getPool_setPool_ne _ _ _ _ hik]
+    simp only [hik, ↓reduceIte] at hg
+    omega
+
+/-- A waiting `grow` that fits (`retryGrowers`) keeps KV conservation and its ledger, as `Machine.grown_kv`. -/
+theorem Machine.grownReq_kv (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (hm : KvRun p.caps m)
+    (hpart : partOn (getThread m.threads t).k i = some h)
+    (hfit' : (getPool m.pools i).used + (want - h.units) + reservedAfter p m.threads i want h ≤ getAt p.caps i) :
+    KvRun p.caps (m.grownReq p t i want req h) := by
+  have hfit : (getPool m.pools i).used + (want - h.units) ≤ getAt p.caps i := Nat.le_trans (Nat.le_add_right _ _) hfit'
+  have hw : withinCaps p.caps (m.grownReq p t i want req h).pools := by
+    simp only [Machine.grownReq, Machine.put]
+    exact withinCaps_setPool _ _ _ _ hm.1 (evictIn_within p _ _ _ i _ _ hfit)
+  have ht := Ledger.take hm.2.2 hm.2.1 t
+  have hsp := partOn_spec _ _ _ hpart
+  simp only [Machine.grownReq] at hw ⊢
+  refine KvRun.put hw hm.2.1 (fun k hk => ?_)
+  rw [setPool_length] at hk
+  have hg := growPartReq_frameHeld k i want req _ h hpart
   have h1 := ht k hk
   simp only [Thread.heldOn] at h1 ⊢
   by_cases hik : i = k

@@ -84,6 +84,17 @@ theorem releaseIn_framesAll (blocks caps : List Nat) (serial : Nat) (attrs : Lis
   | ps, .stmts b :: k, h => FramesAll.stmts h.head (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
   | ps, .submit :: k, h => FramesAll.mark (Or.inl rfl) (releaseIn_framesAll blocks caps serial attrs now i ps k h.tail)
 
+theorem growPartReq_framesAll : ∀ (k : List Frame) (i u r : Nat), FramesAll c k → FramesAll c (growPartReq k i u r)
+  | [], _, _, _, h => h
+  | .answer :: k, _, _, _, h => h
+  | .release held w :: k, i, u, r, h => by
+    simp only [growPartReq]
+    split
+    · exact h.release h.tail
+    · exact h.release (growPartReq_framesAll k i u r h.tail)
+  | .stmts b :: k, i, u, r, h => FramesAll.stmts h.head (growPartReq_framesAll k i u r h.tail)
+  | .submit :: k, i, u, r, h => FramesAll.mark (Or.inl rfl) (growPartReq_framesAll k i u r h.tail)
+
 theorem growPart_framesAll : ∀ (k : List Frame) (i u : Nat), FramesAll c k → FramesAll c (growPart k i u)
   | [], _, _, h => h
   | .answer :: k, _, _, h => h
@@ -254,6 +265,18 @@ theorem exec_stmt (p : Program) (hp : p.allStmts c = true) : ∀ (f : Nat) (m : 
         split
         · exact exec_stmt p hp f _ _ hm hnext
         · exact StmtInv.put (m := { m with engines := _, admSeq := _ }) ⟨hm.1, hm.2⟩ hnext
+      | grow i e =>
+        try dsimp only
+        split
+        · have h := hm.put (th := th) (by rw [heq]; exact ht)
+          exact ⟨h.1, h.2⟩
+        · split
+          · exact exec_stmt p hp f _ _ hm (FramesAll.stmts hnext.head (growPartReq_framesAll _ _ _ _ ht.tail))
+          · split
+            · refine exec_stmt p hp f _ _ ?_ (FramesAll.stmts hnext.head (growPartReq_framesAll _ _ _ _ ht.tail))
+              exact ⟨hm.1, WaitAll.of_queues (setPool_queues _ _ _ rfl) hm.2⟩
+            · have h := StmtInv.put (th := { th with k := .stmts rest :: k }) hm hnext
+              exact ⟨h.1, h.2⟩
       | hold on reuse cache body =>
         try dsimp only
         split
@@ -315,6 +338,28 @@ theorem retryQueue_stmt (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b
         exact retryQueue_stmt p f _ i true (by exact ⟨h.1, h.2⟩)
       · exact hm
 
+theorem Machine.grownReq_stmt (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (hm : StmtInv c m) :
+    StmtInv c (m.grownReq p t i want req h) := by
+  simp only [Machine.grownReq]
+  refine StmtInv.put ?_ (growPartReq_framesAll _ _ _ _ (hm.get t))
+  exact ⟨hm.1, WaitAll.of_queues (setPool_queues _ _ _ rfl) hm.2⟩
+
+theorem retryGrowers_stmt (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    StmtInv c m → StmtInv c (retryGrowers p f m i b).1
+  | 0, m, i, b, hm => ⟨hm.1, hm.2⟩
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · have h := Machine.grownReq_stmt p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm
+          exact retryGrowers_stmt p f _ i true (by exact ⟨h.1, h.2⟩)
+        · exact hm
+
 theorem retryPools_stmt (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     StmtInv c m → StmtInv c (retryPools p f n i m b).1 := by
   fun_induction retryPools p f n i m b <;> intro hm
@@ -324,8 +369,8 @@ theorem retryPools_stmt (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     show StmtInv c (retryPool p _ _ _ _).1
     unfold retryPool
     split
-    · exact retryQueue_stmt p _ _ _ _ hm
-    · exact hm
+    · exact retryQueue_stmt p _ _ _ _ (retryGrowers_stmt p _ _ _ _ hm)
+    · exact retryGrowers_stmt p _ _ _ _ hm
 
 theorem settle_stmt (p : Program) (hp : p.allStmts c = true) (f : Nat) (m : Machine) :
     StmtInv c m → StmtInv c (settle p f m) := by
@@ -519,6 +564,24 @@ theorem retryQueue_kvInv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
         exact retryQueue_kvInv p f _ i true ⟨⟨h1.1, h1.2.1, h1.2.2⟩, ⟨h1'.1, h1'.2⟩⟩
       · exact hm
 
+theorem retryGrowers_kvInv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    KvInvRun p m → KvInvRun p (retryGrowers p f m i b).1
+  | 0, m, i, b, hm => ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · next hfit =>
+          have h1 := Machine.grownReq_kv p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm.1 hpart hfit
+          have h1' := Machine.grownReq_stmt (c := holdsOnceOn) p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm.2
+          exact retryGrowers_kvInv p f _ i true ⟨⟨h1.1, h1.2.1, h1.2.2⟩, ⟨h1'.1, h1'.2⟩⟩
+        · exact hm
+
 theorem retryPools_kvInv (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     KvInvRun p m → KvInvRun p (retryPools p f n i m b).1 := by
   fun_induction retryPools p f n i m b <;> intro hm
@@ -528,8 +591,8 @@ theorem retryPools_kvInv (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     show KvInvRun p (retryPool p _ _ _ _).1
     unfold retryPool
     split
-    · exact retryQueue_kvInv p _ _ _ _ hm
-    · exact hm
+    · exact retryQueue_kvInv p _ _ _ _ (retryGrowers_kvInv p _ _ _ _ hm)
+    · exact retryGrowers_kvInv p _ _ _ _ hm
 
 theorem settle_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f : Nat) (m : Machine) :
     KvInvRun p m → KvInvRun p (settle p f m) := by

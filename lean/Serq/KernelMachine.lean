@@ -162,6 +162,9 @@ inductive Stmt where
   | release (pool : Nat)
   -- `run S prefill (w) [growing P]` / `run S decode (w) [growing P]` on an engine (`grow`: 0 none, `i + 1` pool i)
   | step (stage : Nat) (decode : Bool) (grow : Nat) (work : Expr)
+  -- `grow P (d);` on a `preempt none` pool: the innermost hold on P asks `d` more units (its request, in whole
+  -- blocks); a growth that does not fit waits at settle time (`Machine.growers`)
+  | grow (pool : Nat) (units : Expr)
 
 /-- A step engine's clauses (the IR's `Step`, its default schedule `advance running [only (p)];
 admit waiting [only (q)] while (running.preempted == 0);`): `tokens cap`, `each at most` (0: no cap),
@@ -297,10 +300,17 @@ structure Held where
   -- on a `reserve held` pool, its `reserve` in whole blocks (0 on another pool): what it reserved and has
   -- not allocated, `reserve - units`, counts against later admissions while the part is held (`reservedOn`)
   reserve : Nat
+  -- what the hold asked (`Alloc.req`): its units before the blocks' rounding, raised by a `grow` statement;
+  -- a growing run's serving asks up to its position (`Held.asked`)
+  req : Nat
 
 /-- What a release caches from (`Alloc.computed`): the position a growing run reached, else the
 allocation. -/
 def Held.computed (h : Held) : Nat := if h.advanced then h.pos else h.units
+
+/-- What the hold has asked so far (`Alloc.req`): a `grow` statement's request, or where a growing run's
+serving asked to (its position, once it advanced: `grow_for_run` asks `pos + n` when that is more). -/
+def Held.asked (h : Held) : Nat := if h.advanced then Nat.max h.req h.pos else h.req
 
 /-- A hold waiting in its first pool's queue: the thread, when it joined, the hold's pools, its
 `reuse` and `cache` clauses, its body, and whether it re-entered at the head of the queue (a preempted
@@ -420,6 +430,13 @@ inductive Wake where
   | iterationEnd (stage : Nat)
   | leaseEnd (thread lease : Nat)  -- a lease's `t` seconds are over (nothing if it ended before)
 
+/-- A `grow` statement waiting for room (`PoolMember.growers`): its thread, the pool, and what its hold
+asks there once grown (`T.grow_req`). -/
+structure Grower where
+  thread : Nat
+  pool : Nat
+  req : Nat
+
 /-- A timer: its time and its number (the order it was set), what it does. -/
 structure Timer where
   time : Nat
@@ -440,6 +457,7 @@ structure Machine where
   arrived : Nat          -- the sessions arrived so far
   progress : List Progress  -- per session, its open turn's tokens
   failed : Bool          -- the program's run-time error stopped the run: an iteration that schedules tokens lasts 0
+  growers : List Grower  -- the `grow` statements waiting for room, in the order they stalled
 
 -- The module's own list helpers (monomorphic: see the module documentation).
 
@@ -668,7 +686,7 @@ def heldWithout : List Held → Nat → List Held
 
 /-- The hold's part on pool `i` (the first with it; `heldHas` says there is one). -/
 def heldPart : List Held → Nat → Held
-  | [], i => ⟨i, 0, false, true, 0, false, 0⟩
+  | [], i => ⟨i, 0, false, true, 0, false, 0, 0⟩
   | h :: hs, i => if h.pool == i then h else heldPart hs i
 
 /-- The innermost hold around a thread's statement with a part on pool `i` (`enclosing`: the hold a
@@ -732,6 +750,39 @@ def growPart : List Frame → Nat → Nat → List Frame
   | .release held w :: k, i, units =>
     if heldHas held i then .release (heldGrown held i units) w :: k else .release held w :: growPart k i units
   | f :: k, i, units => f :: growPart k i units
+
+def heldGrownReq : List Held → Nat → Nat → Nat → List Held
+  | [], _, _, _ => []
+  | h :: hs, i, units, req => if h.pool == i then { h with units := units, req := req } :: hs else h :: heldGrownReq hs i units req
+
+/-- The continuation with `partOn`'s hold on pool `i` grown to `units`, asking `req` (a `grow` statement). -/
+def growPartReq : List Frame → Nat → Nat → Nat → List Frame
+  | [], _, _, _ => []
+  | .answer :: k, _, _, _ => .answer :: k
+  | .release held w :: k, i, units, req =>
+    if heldHas held i then .release (heldGrownReq held i units req) w :: k else .release held w :: growPartReq k i units req
+  | f :: k, i, units, req => f :: growPartReq k i units req
+
+/-! ### `grow` statements waiting for room -/
+
+/-- Some `grow` waits on pool `i` (a later one waits behind it: `not m.growers`). -/
+def growsOn (i : Nat) : List Grower → Bool
+  | [] => false
+  | g :: gs => g.pool == i || growsOn i gs
+
+/-- The first `grow` waiting on pool `i` (the head of its growers). -/
+def growerOn (i : Nat) : List Grower → Option Grower
+  | [] => none
+  | g :: gs => if g.pool == i then some g else growerOn i gs
+
+/-- The growers without the first on pool `i`. -/
+def removeGrowerOn (i : Nat) : List Grower → List Grower
+  | [] => []
+  | g :: gs => if g.pool == i then gs else g :: removeGrowerOn i gs
+
+def appendGrower : List Grower → Grower → List Grower
+  | [], v => [v]
+  | x :: xs, v => x :: appendGrower xs v
 
 /-- The continuation with `partOn`'s hold on pool `i` advanced by `n` tokens (an iteration's end). -/
 def advancePart : List Frame → Nat → Nat → List Frame

@@ -64,10 +64,36 @@ def occEngines (t : Nat) : List EngineState → Nat
   | [] => 0
   | e :: es => occ t (threadsOf e.residents) + occEngines t es
 
+def occGrowers (t : Nat) : List Grower → Nat
+  | [] => 0
+  | x :: xs => bump t x.thread + occGrowers t xs
+
 /-- The places of thread `t`: the ready threads, the timers, the fifo stages' queues, the pools' queues,
-the engines' residents. -/
+the engines' residents, the `grow` statements waiting for room. -/
 def Machine.placed (m : Machine) (g t : Nat) : Nat :=
-  occ t m.ready + occTimers g t m.timers + occStages t m.stages + occPools t m.pools + occEngines t m.engines
+  occ t m.ready + occTimers g t m.timers + occStages t m.stages + occPools t m.pools + occEngines t m.engines +
+    occGrowers t m.growers
+
+theorem occGrowers_append (t : Nat) (x : Grower) : ∀ gs : List Grower,
+    occGrowers t (appendGrower gs x) = occGrowers t gs + bump t x.thread
+  | [] => by simp [appendGrower, occGrowers]
+  | y :: ys => by simp only [appendGrower, occGrowers, occGrowers_append t x ys]; omega
+
+theorem occGrowers_remove (t i : Nat) : ∀ (gs : List Grower) (x : Grower), growerOn i gs = some x →
+    occGrowers t (removeGrowerOn i gs) + bump t x.thread = occGrowers t gs
+  | [], _, e => by simp [growerOn] at e
+  | y :: ys, x, e => by
+    simp only [growerOn] at e
+    simp only [removeGrowerOn]
+    split
+    · next hy =>
+      simp only [hy, ↓reduceIte, Option.some.injEq] at e
+      subst e
+      simp only [occGrowers]; omega
+    · next hy =>
+      simp only [hy, Bool.false_eq_true, ↓reduceIte] at e
+      have := occGrowers_remove t i ys x e
+      simp only [occGrowers]; omega
 
 /-- Every hold a release frame of the continuation carries is thread `j`'s: a preemption puts that hold
 back in a queue, where it places the thread it names. -/
@@ -297,6 +323,17 @@ theorem growPart_own (j : Nat) : ∀ (k : List Frame) (i u : Nat), OwnFrames j k
   | .stmts b :: k, i, u, h => OwnFrames.stmts b (growPart_own j k i u h.tail)
   | .submit :: k, i, u, h => OwnFrames.submit (growPart_own j k i u h.tail)
 
+theorem growPartReq_own (j : Nat) : ∀ (k : List Frame) (i u r : Nat), OwnFrames j k → OwnFrames j (growPartReq k i u r)
+  | [], _, _, _, h => h
+  | .answer :: _, _, _, _, h => h
+  | .release held w :: k, i, u, r, h => by
+    simp only [growPartReq]
+    split
+    · exact OwnFrames.release _ h.head h.tail
+    · exact OwnFrames.release _ h.head (growPartReq_own j k i u r h.tail)
+  | .stmts b :: k, i, u, r, h => OwnFrames.stmts b (growPartReq_own j k i u r h.tail)
+  | .submit :: k, i, u, r, h => OwnFrames.submit (growPartReq_own j k i u r h.tail)
+
 theorem advancePart_own (j : Nat) : ∀ (k : List Frame) (i u : Nat), OwnFrames j k → OwnFrames j (advancePart k i u)
   | [], _, _, h => h
   | .answer :: _, _, _, h => h
@@ -479,6 +516,18 @@ theorem Moved.step (m : Machine) (s : Nat) (r : Resident) (a : Nat) :
     simp only [Machine.placed]
     omega⟩
 
+/-- A `grow` that does not fit places its thread among the growers. -/
+theorem Moved.grower (m : Machine) (x : Grower) :
+    Moved g m { m with growers := appendGrower m.growers x } (fun t => bump t x.thread) :=
+  ⟨fun h => h, fun _ t => by simp only [Machine.placed, occGrowers_append]; omega⟩
+
+/-- A waiting `grow` that fits leaves the growers for the ready threads. -/
+theorem Keeps.regrow (m : Machine) (i : Nat) (x : Grower) (hx : growerOn i m.growers = some x) :
+    Keeps g m { m with growers := removeGrowerOn i m.growers, ready := appendNat m.ready x.thread } :=
+  ⟨fun h => h, fun _ t => by
+    have := occGrowers_remove t i m.growers x hx
+    simp only [Machine.placed, occ_appendNat]; omega⟩
+
 theorem Moved.join (m : Machine) (i : Nat) (ws : List Waiter) (u : Nat)
     (h : ∀ t, occWaiters t ws ≤ occWaiters t (getPool m.pools i).queue + bump t u)
     (hws : ∀ w ∈ ws, w ∈ (getPool m.pools i).queue ∨ (getThread m.threads w.thread).serial = w.thread) :
@@ -602,6 +651,19 @@ theorem exec_moved (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), Ow
           · exact he
         · refine (Moved.step m s _ _).keep (Keeps.put _ _ ?_)
           exact fun _ => hnext
+      | grow j e =>
+        dsimp only
+        split
+        · exact Keeps.moved (Keeps.trans (Keeps.put m th (fun _ => by exact hk0))
+            (Keeps.frame (fun h => by exact h) (fun _ => by rfl)))
+        · split
+          · refine exec_moved p f _ _ ?_ he
+            exact OwnFrames.stmts rest (growPartReq_own _ _ _ _ _ hk.tail)
+          · split
+            · refine (Keeps.setPool m j _ ?_).then (exec_moved p f _ _ ?_ he)
+              · rfl
+              · exact OwnFrames.stmts rest (growPartReq_own _ _ _ _ _ hk.tail)
+            · exact (Moved.grower m _).keep (Keeps.put _ { th with k := .stmts rest :: k } (fun _ => hnext))
       | hold on reuse cache body =>
         dsimp only
         split
@@ -738,11 +800,34 @@ theorem retryQueue_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (
         omega
       · exact Keeps.refl m
 
+theorem Machine.grownReq_keeps (p : Program) (m : Machine) (t i want req : Nat) (h : Held) :
+    Keeps g m (m.grownReq p t i want req h) := by
+  simp only [Machine.grownReq]
+  refine (Keeps.setPool m i _ ?_).trans (Keeps.put _ _ (fun ho => ?_))
+  · rfl
+  show OwnFrames (getThread m.threads t).serial (growPartReq (getThread m.threads t).k i want req)
+  rcases ho.1 t with ⟨e1, e2⟩ | e
+  · rw [e1]; exact growPartReq_own _ _ _ _ _ e2
+  · rw [e]; exact OwnFrames.nil _
+
+theorem retryGrowers_keeps (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool), Keeps g m (retryGrowers p f m i b).1
+  | 0, m, i, b => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
+  | f + 1, m, i, b => by
+    simp only [retryGrowers]
+    split
+    · exact Keeps.refl m
+    · next x hx =>
+      split
+      · exact Keeps.refl m
+      · split
+        · exact ((Machine.grownReq_keeps p m _ i _ _ _).trans (Keeps.regrow _ i x hx)).trans (retryGrowers_keeps p f _ i true)
+        · exact Keeps.refl m
+
 theorem retryPool_keeps (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) : Keeps g m (retryPool p f m i b).1 := by
   simp only [retryPool]
   split
-  · exact retryQueue_keeps p f m i b
-  · exact Keeps.refl m
+  · exact (retryGrowers_keeps p f m i b).trans (retryQueue_keeps p f _ i _)
+  · exact retryGrowers_keeps p f m i b
 
 theorem retryPools_keeps (p : Program) (f : Nat) : ∀ (n i : Nat) (m : Machine) (b : Bool), Keeps g m (retryPools p f n i m b).1
   | 0, _, m, _ => Keeps.refl m

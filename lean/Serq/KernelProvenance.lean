@@ -384,6 +384,17 @@ theorem growPart_kok {p : Program} : ∀ (k : List Frame) (i u : Nat), KOk p k �
   | .stmts b :: k, i, u, h => KOk.cons h.head (growPart_kok k i u h.tail)
   | .submit :: k, i, u, h => KOk.cons h.head (growPart_kok k i u h.tail)
 
+theorem growPartReq_kok {p : Program} : ∀ (k : List Frame) (i u r : Nat), KOk p k → KOk p (growPartReq k i u r)
+  | [], _, _, _, h => h
+  | .answer :: k, _, _, _, h => h
+  | .release held w :: k, i, u, r, h => by
+    simp only [growPartReq]
+    split
+    · exact KOk.cons h.head h.tail
+    · exact KOk.cons h.head (growPartReq_kok k i u r h.tail)
+  | .stmts b :: k, i, u, r, h => KOk.cons h.head (growPartReq_kok k i u r h.tail)
+  | .submit :: k, i, u, r, h => KOk.cons h.head (growPartReq_kok k i u r h.tail)
+
 theorem advancePart_kok {p : Program} : ∀ (k : List Frame) (i u : Nat), KOk p k → KOk p (advancePart k i u)
   | [], _, _, h => h
   | .answer :: k, _, _, h => h
@@ -595,6 +606,17 @@ theorem exec_inv (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), Inv 
           · rw [e]
             exact ResOk.fresh hst _ _ _ _ _
           · exact hm.engines s r e
+      | grow i e =>
+        try dsimp only
+        split
+        · exact ⟨hm.threads.set _ hk0, hm.pools, hm.engines⟩
+        · split
+          · exact exec_inv p f _ _ (by exact hm) (KOk.cons hnext.head (growPartReq_kok _ _ _ _ hnext.tail))
+          · split
+            · exact exec_inv p f _ _
+                (by exact ⟨hm.threads, PoolsOk.of_queues (setPool_queues _ _ _ rfl) hm.pools, hm.engines⟩)
+                (KOk.cons hnext.head (growPartReq_kok _ _ _ _ hnext.tail))
+            · exact ⟨hm.threads.set _ hnext, hm.pools, hm.engines⟩
       | hold on reuse cache body =>
         try dsimp only
         split
@@ -637,13 +659,34 @@ theorem retryQueue_inv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b 
         exact retryQueue_inv p f _ i true (by exact ⟨h.threads, h.pools, h.engines⟩)
       · exact hm
 
+theorem Machine.grownReq_inv (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (hm : Inv p m) :
+    Inv p (m.grownReq p t i want req h) :=
+  ⟨hm.threads.set _ (growPartReq_kok _ _ _ _ (hm.threads.get t)),
+   PoolsOk.of_queues (setPool_queues _ _ _ rfl) hm.pools, hm.engines⟩
+
+theorem retryGrowers_inv (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    Inv p m → Inv p (retryGrowers p f m i b).1
+  | 0, m, i, b, hm => ⟨hm.threads, hm.pools, hm.engines⟩
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · have h := Machine.grownReq_inv p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm
+          exact retryGrowers_inv p f _ i true (by exact ⟨h.threads, h.pools, h.engines⟩)
+        · exact hm
+
 theorem retryPool_inv (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     Inv p m → Inv p (retryPool p f m i b).1 := by
   intro hm
   simp only [retryPool]
   split
-  · exact retryQueue_inv p f _ _ _ hm
-  · exact hm
+  · exact retryQueue_inv p f _ _ _ (retryGrowers_inv p f _ _ _ hm)
+  · exact retryGrowers_inv p f _ _ _ hm
 
 theorem retryPools_inv (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     Inv p m → Inv p (retryPools p f n i m b).1 := by

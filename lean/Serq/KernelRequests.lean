@@ -221,6 +221,22 @@ theorem growPart_front : ∀ (k : List Frame) (i u : Nat),
     have ih := growPart_front k i u
     exact ⟨ih.1, fun h => ⟨ih.1 ▸ h.1, ih.2 h.2⟩⟩
 
+theorem growPartReq_front : ∀ (k : List Frame) (i u r : Nat),
+    answerIn (growPartReq k i u r) = answerIn k ∧ (FrontOk k → FrontOk (growPartReq k i u r))
+  | [], _, _, _ => ⟨rfl, id⟩
+  | .answer :: k, _, _, _ => ⟨rfl, id⟩
+  | .release held w :: k, i, u, r => by
+    simp only [growPartReq]
+    split
+    · exact ⟨rfl, id⟩
+    · exact growPartReq_front k i u r
+  | .stmts b :: k, i, u, r => by
+    have ih := growPartReq_front k i u r
+    exact ⟨ih.1, fun h => ⟨h.1, fun e => h.2.1 (ih.1 ▸ e), ih.2 h.2.2⟩⟩
+  | .submit :: k, i, u, r => by
+    have ih := growPartReq_front k i u r
+    exact ⟨ih.1, fun h => ⟨ih.1 ▸ h.1, ih.2 h.2⟩⟩
+
 theorem advancePart_front : ∀ (k : List Frame) (i u : Nat),
     answerIn (advancePart k i u) = answerIn k ∧ (FrontOk k → FrontOk (advancePart k i u))
   | [], _, _ => ⟨rfl, id⟩
@@ -488,6 +504,23 @@ theorem exec_req (p : Program) (hp : TurnsOutside p) : ∀ (f : Nat) (m : Machin
         · refine ReqInv.put ?_ ?_
           · exact ⟨hm.1, hm.2⟩
           · exact ht.of rfl rfl rfl hak hnext
+      | grow i e =>
+        try dsimp only
+        have hg := fun u r => growPartReq_front k i u r
+        have hnext' : ∀ u r, FrontOk (.stmts rest :: growPartReq k i u r) := fun u r =>
+          ⟨hnext.1, fun e => hnext.2.1 ((hg u r).1 ▸ e), (hg u r).2 hnext.2.2⟩
+        have hak' : ∀ u r, answerIn (.stmts rest :: growPartReq k i u r) = answerIn th.k := fun u r => by
+          rw [← hak]; exact (hg u r).1
+        split
+        · refine ReqInv.put hm ?_
+          exact ht.of rfl rfl rfl rfl ht.front
+        · split
+          · exact exec_req p hp f _ _ hm (ht.of rfl rfl rfl (hak' _ _) (hnext' _ _))
+          · split
+            · refine exec_req p hp f _ _ ?_ (ht.of rfl rfl rfl (hak' _ _) (hnext' _ _))
+              exact ⟨hm.1, WaitersOk.of_queues (setPool_queues _ _ _ rfl) hm.2⟩
+            · have h := ReqInv.put (th := { th with k := .stmts rest :: k }) hm (ht.of rfl rfl rfl hak hnext)
+              exact ⟨h.1, h.2⟩
       | hold on reuse cache body =>
         try dsimp only
         split
@@ -538,13 +571,38 @@ theorem retryQueue_req (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b 
         exact retryQueue_req p f _ i true (by exact h)
       · exact hm
 
+theorem Machine.grownReq_req (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (hm : ReqInv m) :
+    ReqInv (m.grownReq p t i want req h) := by
+  have ht := hm.get t
+  have hg := growPartReq_front (getThread m.threads t).k i want req
+  simp only [Machine.grownReq]
+  refine ReqInv.put ?_ ?_
+  · exact ⟨hm.1, WaitersOk.of_queues (setPool_queues _ _ _ rfl) hm.2⟩
+  · exact ht.of rfl rfl rfl hg.1 (hg.2 ht.front)
+
+theorem retryGrowers_req (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    ReqInv m → ReqInv (retryGrowers p f m i b).1
+  | 0, m, i, b, hm => hm
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · have h := Machine.grownReq_req p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm
+          exact retryGrowers_req p f _ i true (by exact h)
+        · exact hm
+
 theorem retryPool_req (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
     ReqInv m → ReqInv (retryPool p f m i b).1 := by
   intro hm
   simp only [retryPool]
   split
-  · exact retryQueue_req p f _ _ _ hm
-  · exact hm
+  · exact retryQueue_req p f _ _ _ (retryGrowers_req p f _ _ _ hm)
+  · exact retryGrowers_req p f _ _ _ hm
 
 theorem retryPools_req (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     ReqInv m → ReqInv (retryPools p f n i m b).1 := by

@@ -105,6 +105,23 @@ theorem growPart_rel : ∀ (k : List Frame) (i u : Nat),
     have ih := growPart_rel k i u
     exact ⟨ih.1, fun h => ih.1.trans h⟩
 
+theorem growPartReq_rel : ∀ (k : List Frame) (i u r : Nat),
+    relIn (growPartReq k i u r) = relIn k ∧ (RelOk k → RelOk (growPartReq k i u r))
+  | [], _, _, _ => ⟨rfl, id⟩
+  | .answer :: k, _, _, _ => ⟨rfl, id⟩
+  | .release held w :: k, i, u, r => by
+    simp only [growPartReq]
+    split
+    · exact ⟨rfl, id⟩
+    · have ih := growPartReq_rel k i u r
+      exact ⟨rfl, fun h => ⟨h.1, ih.2 h.2⟩⟩
+  | .stmts b :: k, i, u, r => by
+    have ih := growPartReq_rel k i u r
+    exact ⟨ih.1, fun h => ⟨fun e => h.1 (ih.1 ▸ e), ih.2 h.2⟩⟩
+  | .submit :: k, i, u, r => by
+    have ih := growPartReq_rel k i u r
+    exact ⟨ih.1, fun h => ih.1.trans h⟩
+
 theorem advancePart_rel : ∀ (k : List Frame) (i u : Nat),
     relIn (advancePart k i u) = relIn k ∧ (RelOk k → RelOk (advancePart k i u))
   | [], _, _ => ⟨rfl, id⟩
@@ -267,6 +284,17 @@ theorem exec_rel (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread), RelI
         split
         · exact exec_rel p f _ _ hm hnext
         · exact RelInv.put (m := { m with engines := _, admSeq := _ }) hm hnext
+      | grow j e =>
+        try dsimp only
+        have hg : ∀ u r, RelOk (.stmts rest :: growPartReq k j u r) := fun u r =>
+          ⟨fun e => (allBlock_cons (ht.1 ((growPartReq_rel k j u r).1 ▸ e))).2, (growPartReq_rel k j u r).2 ht.2⟩
+        split
+        · exact fun x hx => RelInv.put hm (th := th) (by rw [heq]; exact ht) x hx
+        · split
+          · exact exec_rel p f _ _ hm (hg _ _)
+          · split
+            · exact exec_rel p f _ _ hm (hg _ _)
+            · exact RelInv.put (m := { m with growers := _ }) hm hnext
       | hold on reuse cache body =>
         try dsimp only
         split
@@ -317,6 +345,28 @@ theorem retryQueue_reqP (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b
         exact retryQueue_reqP p f _ i true (by exact h)
       · exact hm
 
+theorem Machine.grownReq_reqP (p : Program) (m : Machine) (t i want req : Nat) (h : Held) (hm : ReqInvP m) :
+    ReqInvP (m.grownReq p t i want req h) := by
+  refine ⟨Machine.grownReq_req p m t i want req h hm.1, ?_⟩
+  simp only [Machine.grownReq]
+  exact RelInv.put (m := { m with pools := _ }) hm.2 ((growPartReq_rel _ i want req).2 (hm.2.get t))
+
+theorem retryGrowers_reqP (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    ReqInvP m → ReqInvP (retryGrowers p f m i b).1
+  | 0, m, i, b, hm => hm
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · next x hx =>
+      split
+      · exact hm
+      · next hh hpart =>
+        split
+        · have h := Machine.grownReq_reqP p m x.thread i (roundUp (getAt p.blocks i) x.req) x.req hh hm
+          exact retryGrowers_reqP p f _ i true (by exact h)
+        · exact hm
+
 theorem retryPools_reqP (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     ReqInvP m → ReqInvP (retryPools p f n i m b).1 := by
   fun_induction retryPools p f n i m b <;> intro hm
@@ -326,8 +376,8 @@ theorem retryPools_reqP (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     show ReqInvP (retryPool p _ _ _ _).1
     unfold retryPool
     split
-    · exact retryQueue_reqP p _ _ _ _ hm
-    · exact hm
+    · exact retryQueue_reqP p _ _ _ _ (retryGrowers_reqP p _ _ _ _ hm)
+    · exact retryGrowers_reqP p _ _ _ _ hm
 
 theorem settle_reqP (p : Program) (hp : TurnsOutside p) (f : Nat) (m : Machine) :
     ReqInvP m → ReqInvP (settle p f m) := by

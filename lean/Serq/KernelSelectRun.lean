@@ -98,6 +98,15 @@ theorem exec_headFree (p : Program) : ∀ (f : Nat) (m : Machine) (th : Thread),
         split
         · exact exec_headFree p f _ _ hm
         · exact hm
+      | grow j e =>
+        try dsimp only
+        split
+        · exact hm
+        · split
+          · exact exec_headFree p f _ _ hm
+          · split
+            · exact exec_headFree p f _ _ (HeadFree.of_queues (setPool_queues _ _ _ rfl) hm)
+            · exact hm
       | hold on reuse cache body =>
         try dsimp only
         split
@@ -141,6 +150,21 @@ theorem retryQueue_headFree (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat
       · exact retryQueue_headFree p f _ i true (Machine.admitWaiter_headFree p m [] i (select p m i (hd :: tl)) hm)
       · exact hm
 
+theorem retryGrowers_headFree (p : Program) : ∀ (f : Nat) (m : Machine) (i : Nat) (b : Bool),
+    HeadFree m.pools → HeadFree (retryGrowers p f m i b).1.pools
+  | 0, m, i, b, hm => hm
+  | f + 1, m, i, b, hm => by
+    simp only [retryGrowers]
+    split
+    · exact hm
+    · split
+      · exact hm
+      · split
+        · refine retryGrowers_headFree p f _ i true ?_
+          simp only [Machine.grownReq, Machine.put]
+          exact HeadFree.of_queues (setPool_queues _ _ _ rfl) hm
+        · exact hm
+
 theorem retryPools_headFree (p : Program) (f n i : Nat) (m : Machine) (b : Bool) :
     HeadFree m.pools → HeadFree (retryPools p f n i m b).1.pools := by
   fun_induction retryPools p f n i m b <;> intro hm
@@ -150,8 +174,8 @@ theorem retryPools_headFree (p : Program) (f n i : Nat) (m : Machine) (b : Bool)
     show HeadFree (retryPool p _ _ _ _).1.pools
     unfold retryPool
     split
-    · exact retryQueue_headFree p _ _ _ _ hm
-    · exact hm
+    · exact retryQueue_headFree p _ _ _ _ (retryGrowers_headFree p _ _ _ _ hm)
+    · exact retryGrowers_headFree p _ _ _ _ hm
 
 theorem settle_headFree (p : Program) (f : Nat) (m : Machine) :
     HeadFree m.pools → HeadFree (settle p f m).pools := by

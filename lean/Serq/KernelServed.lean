@@ -58,8 +58,8 @@ theorem retryPool_engineServed (p : Program) (f : Nat) (m : Machine) (i : Nat) (
     (getEngineState (retryPool p f m i b).1.engines j).served = (getEngineState m.engines j).served := by
   simp only [retryPool]
   split
-  · exact retryQueue_engineServed ..
-  · rfl
+  · rw [retryQueue_engineServed, retryGrowers_engines]
+  · rw [retryGrowers_engines]
 
 theorem retryPools_engineServed (p : Program) (f n i : Nat) (m : Machine) (b : Bool) (j : Nat) :
     (getEngineState (retryPools p f n i m b).1.engines j).served = (getEngineState m.engines j).served := by

@@ -249,6 +249,7 @@ def Stmt.allSub (c : Stmt → Bool) : Stmt → Bool
   | .run s w => c (.run s w)
   | .release i => c (.release i)
   | .step s d g w => c (.step s d g w)
+  | .grow i e => c (.grow i e)
 /-- `c` holds of every statement of the list and of their bodies. -/
 def Stmt.allBlock (c : Stmt → Bool) : List Stmt → Bool
   | [] => true

@@ -144,14 +144,19 @@ theorem retryQueue_clock (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bo
       (s < ((retryQueue p f m i b).1).engines.length ↔ s < m.engines.length) := by
   fun_induction retryQueue p f m i b <;> simp_all +zetaDelta
 
+theorem retryGrowers_timers (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) :
+    (retryGrowers p f m i b).1.timers = m.timers := by
+  fun_induction retryGrowers p f m i b <;> simp_all +zetaDelta [Machine.grownReq]
+
 theorem retryPool_clock (p : Program) (f : Nat) (m : Machine) (i : Nat) (b : Bool) (s : Nat) :
     endTimes s ((retryPool p f m i b).1).timers = endTimes s m.timers ∧
       (getEngineState ((retryPool p f m i b).1).engines s).busy = (getEngineState m.engines s).busy ∧
       (s < ((retryPool p f m i b).1).engines.length ↔ s < m.engines.length) := by
   simp only [retryPool]
   split
-  · exact retryQueue_clock ..
-  · exact ⟨rfl, rfl, Iff.rfl⟩
+  · have := retryQueue_clock p f (retryGrowers p f m i b).1 i (retryGrowers p f m i b).2 s
+    rwa [retryGrowers_timers, retryGrowers_engines] at this
+  · rw [retryGrowers_timers, retryGrowers_engines]; exact ⟨rfl, rfl, Iff.rfl⟩
 
 theorem retryPools_clock (p : Program) (f n i : Nat) (m : Machine) (b : Bool) (s : Nat) :
     endTimes s ((retryPools p f n i m b).1).timers = endTimes s m.timers ∧

@@ -25,7 +25,8 @@ over the resident's `decoding`, `admission`, `remaining`, its session's attribut
 `running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
 the engine's `admit waiting`); each engine's KV memory (`pool kv on gpu`), whose holds grow with the growing
 runs, under `preempt none`, `preempt lifo` or `preempt by (keys) [requeue head|tail]` (keys over the
-candidate's `decoding`, `position`, `admission` and attributes).
+candidate's `decoding`, `position`, `admission` and attributes); `grow P (d)` inside a hold on P when P does
+not preempt (a growth that does not fit waits for a settle to find room: `Serq.Kernel.Machine.growers`).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ BINOPS = {"add": "add", "sub": "sub", "mul": "mul", "mod": "mod", "eq": "eq", "n
           "le": "le", "gt": "gt", "ge": "ge", "and": "and", "or": "or"}
 
 #: The kernel fragment's statements, by IR kind.
-STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release", "choose")
+STATEMENTS = ("turn", "set", "observe", "branch", "while", "loop", "end", "run", "hold", "release", "grow", "choose")
 
 #: The attribute a lowered `choose` counts its indices in (`_Lowering.choose`), past the IR's attributes. Not a
 #: name the language has, so no program's attribute is it; one serves every choose of a program, since a
@@ -71,8 +72,9 @@ _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a
           "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines, one "
           "or several, each with vLLM's default schedule, its serve order and `only` included, or `exclusive "
           "prefill`, an `execute` cost "
-          "over the batch (its KV sums included), and each engine's KV memory whose "
-          "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not; "
+          "over the batch (its KV sums included), each engine's KV memory whose "
+          "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not, and `grow` on a "
+          "pool that does not preempt; "
           "the stages' observables and other iteration bodies come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
@@ -479,6 +481,8 @@ class _Lowering:
             if s.pool.index is not None:
                 raise _outside(f"an indexed release of `{s.pool.pool}`", s.at, self.base)
             return LStmt("release", (self.pools.index(s.pool.pool),))
+        if k == "grow":
+            return self.grow(s)
         # run
         if len(s.stages) != 1:
             raise _outside("a run of the fragment names one stage", s.at, self.base)
@@ -530,6 +534,20 @@ class _Lowering:
                            s.cache is not None and name in cache_pools, s.cache is not None and name in reuse_pools,
                            self.lease(s, name)))
         return LStmt("hold", (tuple(on), reuse, cache), (tuple(self.block(s.body)),))
+
+    def grow(self, s: ir.GrowStmt) -> LStmt:
+        """`grow P (d);` on a pool that does not preempt: the innermost hold on P asks d more units, and waits
+        at settle time when they do not fit (`Serq.Kernel.Machine.growers`)."""
+        name = s.pool.pool
+        if s.pool.index is not None:
+            raise _outside(f"an indexed grow of `{name}`", s.at, self.base)
+        pool = next(pool for pool in self.p.pools if pool.name == name)
+        if pool.preempt.kind != "none":
+            raise _outside(f"`grow {name}` on pool `{name}`, which preempts: its victims would be "
+                           "the holders in a scope that the grow waits on, not an engine's residents, which are the "
+                           "fragment's only preemption victims; a grow is in the fragment on a `preempt none` pool "
+                           "(the grower waits)", s.at, self.base)
+        return LStmt("grow", (self.pools.index(name), self.expr(self.cost(s.amount, name, s.at), s.at)))
 
     def lease(self, s: ir.HoldStmt, name: str):
         """The hold's lease on pool `name` (`lease m (t)`): None when it leases none there, "inf" for
@@ -772,6 +790,8 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
         return f".{c}"
     if c == "release":
         return f".release {a[0]}"
+    if c == "grow":
+        return f".grow {a[0]} {lean_expr(a[1])}"
     if c in ("set", "observe", "run"):
         return f".{c} {a[0]} {lean_expr(a[1])}"
     if c == "step":

@@ -153,7 +153,7 @@ _EXPR_TAGS = {"num": 0, "attr": 1, "now": 2, "not": 3, "bin": 4, "cond": 5, "min
               "waited": 9, "used": 10, "free": 11, "holders": 12, "queued": 13, "cachedIn": 14, "stageVar": 15,
               "blockSize": 16}
 _STMT_TAGS = {"turn": 0, "set": 1, "observe": 2, "branch": 3, "while": 4, "loop": 5, "stop": 6, "run": 7,
-              "hold": 8, "release": 9, "step": 10}
+              "hold": 8, "release": 9, "step": 10, "grow": 11}
 _SERVICE_TAGS = {"delay": 0, "fifo": 1, "step": 2}
 
 

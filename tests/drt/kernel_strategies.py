@@ -251,6 +251,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _exclusive_prefill(program, rng)
     _chooses(program, rng)
     _reserve_held(program, rng)
+    _grows(program, rng)
     _within_block_depth(program)
     # (no draw: the attribute table the language derives, every attribute read and set nowhere set to 0 in
     # `init`, as it reads anyway, so that the program is one a `.sq` says: its reproducer's `case.sq`)
@@ -309,6 +310,39 @@ def _reserve_held(program: ir.Program, rng: random.Random) -> None:
                     amount = ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(1, 3))),
                                                      _num(caps[hp.pool.pool])])
                     hp.reserve = ir.CostOf(resources=[hp.pool.pool], arg=amount)
+
+
+def _grows(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after everything else (the rest of a seed's program stays what it was): a program in three gets,
+    in each hold's part on a pool that does not preempt and is no engine's slots, one in two, a `grow` of that
+    pool of 1 to 3 units (or an attribute or `now` plus 0 to 2, at most 3) at a random place of the hold's
+    body before any `release` of the pool, so that the hold asks more while it runs and, when that does not
+    fit, waits for a settle to find room (`Holds.grow` under `preempt none`).
+
+    Not in a program with a pool that preempts: a grower waiting for room keeps what its session holds, and
+    when that is blocks of an engine's memory that preempts, the residents can preempt one another for the
+    rest forever (seed 100004763: kv2 `preempt by (position)`, a session waiting to grow `g` with kv2's
+    blocks held; each admission fits, each growth preempts, and the run never ends). The interpreter runs it
+    as the reference says (`stuck` counts such sessions); the comparison needs runs that end."""
+    if not program.pools or any(pool.preempt.kind != "none" for pool in program.pools) or rng.randrange(3):
+        return
+    growable = {pool.name for pool in program.pools if pool.preempt.kind == "none" and pool.admit_via is None}
+    w = program.workload
+    for stmt in ir.walk_stmts([*w.init, *w.turn, *w.session, *program.server]):
+        if not isinstance(stmt, ir.HoldStmt):
+            continue
+        for hp in stmt.pools:
+            name = hp.pool.pool
+            if name not in growable or rng.randrange(2):
+                continue
+            amount = (_num(rng.randint(1, 3)) if rng.randrange(2)
+                      else ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(0, 2))), _num(3)]))
+            # before the body's first statement that gives the pool back (a `release` of it, at any depth)
+            first = next((k for k, x in enumerate(stmt.body)
+                          if any(isinstance(y, ir.ReleaseStmt) and y.pool.pool == name for y in ir.walk_stmts([x]))),
+                         len(stmt.body))
+            stmt.body.insert(rng.randint(0, first), ir.GrowStmt(pool=ir.PoolRef(pool=name),
+                                                                amount=ir.CostOf(resources=[name], arg=amount)))
 
 
 def computed_count_case(rng: random.Random) -> KernelCase | None:

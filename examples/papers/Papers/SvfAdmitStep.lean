@@ -52,7 +52,7 @@ theorem svfWaiter_thread (s t : Nat) : (svfWaiter s t).thread = s := rfl
 with the sessions `W` waiting, the engine idle without resident, no timer. -/
 def svfFreeM (t sq sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
-  ⟨t + 1, sq, ts, [], [], sts, [⟨0, 0, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false⟩
+  ⟨t + 1, sq, ts, [], [], sts, [⟨0, 0, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
 
 theorem svfFreeM_pools (t sq sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) :
@@ -124,27 +124,27 @@ theorem admitWaiting_admit (p : Program) (s chunk : Nat) (only : Option Expr) (g
 prefill, the decodes), then the release of `reqs`' unit, the observe, the answer, the session's end. -/
 def svfAdmitted (x adm : Nat) : Thread :=
   ⟨x, [0, 0, 4, svfVol x, x, 1, svfVol x], 1, 0, true,
-   [.stmts svfBody, .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter x 0),
+   [.stmts svfBody, .release [⟨0, 1, false, false, 0, false, 0, 1⟩] (svfWaiter x 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- The machine once the hold of session `x` is admitted: `reqs` held, the others `W` waiting. -/
 def svfAdmM1 (t sq x a sv arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, setThread ts x (svfAdmitted x (a + 1)), [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[], false, t, sv, recs⟩], a + 2, arr, gs, false⟩
+   [⟨[], false, t, sv, recs⟩], a + 2, arr, gs, false, []⟩
 
 /-- The machine once the admitted thread ran into its prefill: the engine's one resident, nothing
 scheduled yet. -/
 def svfAdmM2 (t sq x a sv arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨x, 4, false, a + 1, 0, 0⟩], false, t, sv, recs⟩], a + 2, arr, gs, false⟩
+   [⟨[⟨x, 4, false, a + 1, 0, 0⟩], false, t, sv, recs⟩], a + 2, arr, gs, false, []⟩
 
 /-- The machine once the engine scheduled the prefill's 4 tokens. -/
 def svfAdmM3 (t sq x a sv arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨x, 4, false, a + 1, 4, 0⟩], false, t, sv, recs⟩], a + 2, arr, gs, false⟩
+   [⟨[⟨x, 4, false, a + 1, 4, 0⟩], false, t, sv, recs⟩], a + 2, arr, gs, false, []⟩
 
 /-- The hold at `j` admitted: out of the queue, `reqs`' unit taken, its thread in its hold's body. The
 queue and the thread list are read at the symbolic index through the hypotheses. -/
@@ -206,7 +206,7 @@ theorem svf_endTail_pre (n f t sq q s adm sv admSeq arr : Nat) (ts : List Thread
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :
     svfEndTail (svfP n) (f + 2) (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) =
       svfPreM t sq q s adm sv admSeq arr ts sts W recs gs := by
-  have hs := svf_settle_idle n f (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) rfl
+  have hs := svf_settle_idle n f (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) rfl rfl
   have hd := svf_dueNow_next (svfPreM t sq q s adm sv admSeq arr ts sts W recs gs) q (.iterationEnd 0) rfl
   unfold svfEndTail
   simp only [hs, hd]

@@ -70,7 +70,7 @@ theorem svfWaitings_length : ∀ k, (svfWaitings k).length = k
 /-- The first instant after `k` sessions ran, `r` to go. -/
 noncomputable def svfMid (n k r : Nat) : Kernel.Machine :=
   ⟨0, 0, svfWaitings k ++ arrivals (svfP n) r k, serials r k, [], idleStages (svfP n).stages,
-   [⟨0, 0, svfWaiters k, []⟩], false, idleEngines (svfP n).stages, 1, n, noProgress n, false⟩
+   [⟨0, 0, svfWaiters k, []⟩], false, idleEngines (svfP n).stages, 1, n, noProgress n, false, []⟩
 
 theorem getThread_append_self : ∀ (l : List Thread) (x : Thread) (rest : List Thread),
     getThread (l ++ x :: rest) l.length = x

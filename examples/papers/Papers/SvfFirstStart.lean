@@ -37,7 +37,7 @@ theorem svfWaitings_succ : ∀ n, ∃ ts, svfWaitings (n + 1) = svfWaiting 0 0 :
 /-- The settled first instant, its first thread and first hold in front. -/
 def svfCons (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨0, 0, svfWaiting 0 0 :: ts, [], [], idleStages (svfP n).stages,
-   [⟨0, 0, svfWaiter 0 0 :: ws, []⟩], false, idleEngines (svfP n).stages, 1, n, noProgress n, false⟩
+   [⟨0, 0, svfWaiter 0 0 :: ws, []⟩], false, idleEngines (svfP n).stages, 1, n, noProgress n, false, []⟩
 
 /-- The first admission with `select` rewritten: the engine admits the hold at index 0. -/
 theorem svf_admit_first (n f : Nat) (ts : List Thread) (ws : List Waiter)
@@ -120,19 +120,19 @@ theorem svf_first_start_reduced (n f : Nat) : ∃ ts ws,
 its hold's release (one unit of `reqs`), the observe, the answer and the session's end. -/
 def svfServing0 : Thread :=
   ⟨0, [0, 0, 4, svfVol 0, 0, 1, svfVol 0], 1, 0, true,
-   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter 0 0),
+   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0, 1⟩] (svfWaiter 0 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], 1, 0, [], []⟩
 
 /-- The machine once session 0 is admitted and its prefill scheduled whole (4 tokens). -/
 def svfM1 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨0, 0, svfServing0 :: ts, [], [], idleStages (svfP (n + 1)).stages, [⟨1, 1, ws, []⟩], false,
-   [⟨[⟨0, 4, false, 1, 4, 0⟩], false, 0, 0, []⟩], 2, n + 1, noProgress (n + 1), false⟩
+   [⟨[⟨0, 4, false, 1, 4, 0⟩], false, 0, 0, []⟩], 2, n + 1, noProgress (n + 1), false, []⟩
 
 /-- The machine once the first iteration started: busy from 0, its record kept, its end at 1. -/
 def svfM2 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨0, 1, svfServing0 :: ts, [], [⟨1, 0, .iterationEnd 0⟩], idleStages (svfP (n + 1)).stages, [⟨1, 1, ws, []⟩], false,
    [⟨[⟨0, 4, false, 1, 4, 0⟩], true, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩]⟩], 2, n + 1,
-   noProgress (n + 1), false⟩
+   noProgress (n + 1), false, []⟩
 
 theorem svf_admitOne_first (n f : Nat) (ts : List Thread) (ws : List Waiter) :
     admitOne (svfP (n + 1)) (f + 1) 0 0 0 0 none (svfCons (n + 1) ts ws) ⟨4, 0, 0, 0, 0, 0, false⟩ =
@@ -173,7 +173,7 @@ free, the engine idle with no resident, the other holds waiting in serial order.
 def svfM3 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨1, 1, svfDone0 :: ts, [], [], idleStages (svfP (n + 1)).stages, [⟨0, 0, ws, []⟩], false,
    [⟨[], false, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩]⟩], 2, n + 1,
-   ⟨1, 0, 0, 0, 0, 0, false⟩ :: noProgress n, false⟩
+   ⟨1, 0, 0, 0, 0, 0, false⟩ :: noProgress n, false, []⟩
 
 /-- The first iteration's end (the one timer, at 1) fires and the instant settles: `svfM3`. -/
 theorem svf_first_end (n f : Nat) (ts : List Thread) (ws : List Waiter) :

@@ -37,11 +37,12 @@ theorem svf_serving_decode_eq (n : Nat) (m : Kernel.Machine) (served : List Nat)
     have hp := h.pools
     have ho := h.outOfFuel
     have hf := h.failed
+    have hg := h.growers
     rw [svfRes_decode s (k + 1) adm (by omega)] at heng
     clear h hth
     cases m
-    simp only at hr hp ho hf heng htim ⊢
-    subst hr hp ho hf heng htim
+    simp only at hr hp ho hf hg heng htim ⊢
+    subst hr hp ho hf hg heng htim
     rfl
 
 /-- **(A) is kept by a decode step, for every batch.** From a machine of shape (A) serving session `s`'s
@@ -57,7 +58,7 @@ theorem svf_serving_decode (n f : Nat) (m : Kernel.Machine) (served : List Nat) 
   refine ⟨_, hstep, ?_⟩
   have hclock := h.clock
   refine ⟨h.perm, h.least, h.threads_length, h.answered, h.waiting, ?_, by omega, ?_, ⟨m.seq, rfl⟩, rfl, rfl,
-    h.stages, h.arrived, rfl, rfl, h.admSeq_pos⟩
+    h.stages, h.arrived, rfl, rfl, h.admSeq_pos, rfl⟩
   · refine ⟨adm, hadm, ?_, sv + 1, ⟨m.now + 1, 1, 0, 1, 1, 1, sv, m.arrived, 0, 0, 0⟩ :: recs, ?_⟩
     · show getThread m.threads s = _
       rw [hth, svfServingThread_decode s k adm (by omega)]

@@ -113,7 +113,7 @@ theorem svf_serving_of_admit (n : Nat) (m : Kernel.Machine) (served : List Nat) 
   have hvx := svfVol_pos (svfAt (w :: W) j)
   have hsnoc := sumNat_svfVols_snoc served s
   refine ⟨svf_perm_admit n served (w :: W) s j hj h.perm, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ⟨q, rfl⟩, rfl, rfl,
-    h.stages, h.arrived, rfl, rfl, Nat.succ_pos _⟩
+    h.stages, h.arrived, rfl, rfl, Nat.succ_pos _, rfl⟩
   · apply svfLeastFirst_snoc _ _ _ (svfLeastFirst_mono _ _ _ h.least (fun y hy => hperm.mem_iff.2 hy))
     intro y hy
     exact hle y (hperm.mem_iff.2 (List.mem_cons_of_mem _ hy))

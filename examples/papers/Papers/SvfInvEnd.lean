@@ -103,11 +103,12 @@ theorem svf_serving_pre_eq (n : Nat) (m : Kernel.Machine) (served : List Nat) (s
     have hp := h.pools
     have ho := h.outOfFuel
     have hf := h.failed
+    have hg := h.growers
     rw [svfRes_pre s k adm hk] at heng
     clear h hth
     cases m
-    simp only at hr hp ho hf heng htim ⊢
-    subst hr hp ho hf heng htim
+    simp only at hr hp ho hf hg heng htim ⊢
+    subst hr hp ho hf hg heng htim
     rfl
 
 /-- **(A) is kept by a prefill's end, for every batch.** From a machine of shape (A) serving session `s`'s
@@ -129,7 +130,7 @@ theorem svf_serving_prefill (n f : Nat) (m : Kernel.Machine) (served : List Nat)
   have hclock := h.clock
   have hsl : s < m.threads.length := by omega
   refine ⟨h.perm, h.least, ?_, ?_, ?_, ?_, by omega, ?_, ⟨m.seq, rfl⟩, rfl, rfl, h.stages, h.arrived, rfl, rfl,
-    h.admSeq_pos⟩
+    h.admSeq_pos, rfl⟩
   · show (setThread m.threads s _).length = n
     rw [setThread_length, hlen]
   · intro t ht
@@ -191,11 +192,12 @@ theorem svf_serving_dec_eq (n : Nat) (m : Kernel.Machine) (served : List Nat) (s
     have hp := h.pools
     have ho := h.outOfFuel
     have hf := h.failed
+    have hg := h.growers
     rw [svfRes_decode s k adm hk] at heng
     clear h hth
     cases m
-    simp only at hr hp ho hf heng htim ⊢
-    subst hr hp ho hf heng htim
+    simp only at hr hp ho hf hg heng htim ⊢
+    subst hr hp ho hf hg heng htim
     rfl
 
 /-- **The run's end from a last decode, for every batch.** From a machine of shape (A) with no session

@@ -61,13 +61,13 @@ def svfQueue : List Nat → List Waiter
 (one unit of `reqs`), the observe, the answer and the session's end. -/
 def svfPre (s adm : Nat) : Thread :=
   ⟨s, [0, 0, 4, svfVol s, s, 1, svfVol s], 1, 0, true,
-   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter s 0),
+   [.stmts [.step 0 true 0 (.bin .sub (.attr 3) (.num 1))], .release [⟨0, 1, false, false, 0, false, 0, 1⟩] (svfWaiter s 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- Session `s` in its decodes: what is left its hold's release, the observe, the answer and the end. -/
 def svfDec (s adm : Nat) : Thread :=
   ⟨s, [0, 0, 4, svfVol s, s, 1, svfVol s], 1, 0, true,
-   [.stmts [], .release [⟨0, 1, false, false, 0, false, 0⟩] (svfWaiter s 0),
+   [.stmts [], .release [⟨0, 1, false, false, 0, false, 0, 1⟩] (svfWaiter s 0),
     .stmts [.observe 0 (.attr 6)], .answer, .stmts []], [], [], adm, 0, [], []⟩
 
 /-- Session `s` in service with `k` tokens left after the running iteration. -/
@@ -108,6 +108,8 @@ structure SvfServing (n : Nat) (m : Kernel.Machine) (served : List Nat) (s k : N
   -- the next admission number is not 0, so the next admitted thread's number is its own (`exec`'s `step`
   -- takes a new one for a thread numbered 0)
   admSeq_pos : 0 < m.admSeq
+  -- no `grow` waits (the program has none)
+  growers : m.growers = []
 
 /-- **Shape (B), ended.** No timer, every session answered, in the order `served`. -/
 structure SvfEnded (n : Nat) (m : Kernel.Machine) (served : List Nat) : Prop where
@@ -173,7 +175,7 @@ theorem svfM2_serving (n : Nat) (ts : List Thread) (ws : List Waiter)
     have h := svfWaitings_length (n + 1)
     rw [hts] at h
     simpa using h
-  refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
+  refine ⟨?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_, ?_⟩
   · rw [range_succ_cons]
     exact List.Perm.refl _
   · refine ⟨fun y _ => ?_, trivial⟩
@@ -203,6 +205,7 @@ theorem svfM2_serving (n : Nat) (ts : List Thread) (ws : List Waiter)
   · rfl
   · show 0 < 2
     decide
+  · rfl
 
 /-- **(A) at the loop's first step, for every batch.** For every batch of `n + 1` sessions and every fuel
 of at least 3 past the first instant's, the end of the settled first instant (the machine the event loop

@@ -39,12 +39,13 @@ theorem svf_dueNow_next (m : Kernel.Machine) (q : Nat) (w : Wake) (h : m.timers 
     m.dueNow = false := by
   simp [Kernel.Machine.dueNow, h]
 
-/-- With nothing ready, the instant's settle changes nothing: no thread runs, and the one pool's queue is
-admitted by the engine only. -/
-theorem svf_settle_idle (n f : Nat) (m : Kernel.Machine) (h : m.ready = []) : settle (svfP n) (f + 2) m = m := by
+/-- With nothing ready and no `grow` waiting, the instant's settle changes nothing: no thread runs, and the one
+pool's queue is admitted by the engine only. -/
+theorem svf_settle_idle (n f : Nat) (m : Kernel.Machine) (h : m.ready = []) (hg : m.growers = []) :
+    settle (svfP n) (f + 2) m = m := by
   cases m
-  simp only at h
-  subst h
+  simp only at h hg
+  subst h hg
   rfl
 
 /-- A decode's iteration ends with tokens left: its resident keeps `k + 1` tokens and is unscheduled, the
@@ -52,29 +53,29 @@ engine idle, the turn's progress takes the token, nothing ready. -/
 theorem svf_fire_decode (n t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (qs : List Waiter) (recs : List Kernel.Iteration) (gs : List Progress) :
     fire (svfP n) ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, k + 2, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false⟩ (.iterationEnd 0) =
+      [⟨[⟨s, k + 2, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
     ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
       [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs⟩], admSeq, arr,
-      setProgress gs s ((getProgress gs s).decodeToken t (t + 1)), false⟩ := rfl
+      setProgress gs s ((getProgress gs s).decodeToken t (t + 1)), false, []⟩ := rfl
 
 /-- The last decode's iteration ends: the resident leaves, its thread is ready. -/
 theorem svf_fire_decode_last (n t sq s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (qs : List Waiter) (recs : List Kernel.Iteration) (gs : List Progress) :
     fire (svfP n) ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, 1, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false⟩ (.iterationEnd 0) =
+      [⟨[⟨s, 1, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
     ⟨t + 1, sq, ts, [s], [], sts, [⟨1, 1, qs, []⟩], false,
       [⟨[], false, t, sv, recs⟩], admSeq, arr,
-      setProgress gs s ((getProgress gs s).decodeToken t (t + 1)), false⟩ := rfl
+      setProgress gs s ((getProgress gs s).decodeToken t (t + 1)), false, []⟩ := rfl
 
 /-- A prefill's iteration ends (its 4 tokens all scheduled): the resident leaves, its thread is ready,
 the turn's progress takes the prefill's token. -/
 theorem svf_fire_prefill_end (n t sq s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (qs : List Waiter) (recs : List Kernel.Iteration) (gs : List Progress) :
     fire (svfP n) ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false⟩ (.iterationEnd 0) =
+      [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
     ⟨t + 1, sq, ts, [s], [], sts, [⟨1, 1, qs, []⟩], false,
       [⟨[], false, t, sv, recs⟩], admSeq, arr,
-      setProgress gs s ((getProgress gs s).prefillToken t (t + 1)), false⟩ := rfl
+      setProgress gs s ((getProgress gs s).prefillToken t (t + 1)), false, []⟩ := rfl
 
 /-! ### No admission while `reqs` is held -/
 

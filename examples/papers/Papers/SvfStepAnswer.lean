@@ -39,10 +39,10 @@ theorem svfDoneV_answered (s v adm a : Nat) (toks : List TurnTokens) (hv : v = s
 at the clock `a`, and its session ends. -/
 theorem svf_exec_answer (n f a sq s v adm admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (W : List Nat) (engs : List EngineState) (gs : List Progress) :
-    exec (svfP n) (f + 7) ⟨a, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false, engs, admSeq, arr, gs, false⟩
+    exec (svfP n) (f + 7) ⟨a, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false, engs, admSeq, arr, gs, false, []⟩
         (svfDecV s v adm) =
       ⟨a, sq, setThread ts s (svfDoneV s v adm a (svfToks s (getProgress gs s))), [], [], sts,
-        [⟨0, 0, svfQueue W, []⟩], false, engs, admSeq, arr, gs, false⟩ := rfl
+        [⟨0, 0, svfQueue W, []⟩], false, engs, admSeq, arr, gs, false, []⟩ := rfl
 
 /-- A prefill of volume 1 ends: its `decode (0)` completes at once, the thread is in its decodes' place. -/
 theorem svf_exec_pre_one (n f : Nat) (m : Kernel.Machine) (s adm : Nat) :
@@ -53,7 +53,7 @@ engine idle without resident, no timer. -/
 def svfEndM (t sq s v adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, setThread ts s (svfDoneV s v adm (t + 1) (svfToks s (getProgress gs s))), [], [], sts,
-    [⟨0, 0, [], []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false⟩
+    [⟨0, 0, [], []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
 
 /-- The instant of the last token settles: the thread answers and its session ends. -/
 theorem svf_settle_answer (n f t sq s v adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)

@@ -27,20 +27,20 @@ open Serq Kernel
 def svfDecM (t sq q s rem adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t, sq, ts, [], [⟨t + 1, q, .iterationEnd 0⟩], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, rem, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false⟩
+   [⟨[⟨s, rem, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
 
 /-- The machine after a decode's end at `t + 1` with `k + 1` tokens left, before the engine restarts (the
 turns' progress `gs`). -/
 def svfDecEnd (t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs⟩], admSeq, arr, gs, false⟩
+   [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
 
 /-- The machine once the engine served the decode its one token (before the iteration's record). -/
 def svfDecServed (t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, k + 1, true, adm, 1, 0⟩], false, t, sv, recs⟩], admSeq, arr, gs, false⟩
+   [⟨[⟨s, k + 1, true, adm, 1, 0⟩], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
 
 theorem svf_serveIn_decode (n t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :
@@ -78,7 +78,7 @@ theorem svf_endTail_decode (n f t sq q s rem adm sv admSeq arr : Nat) (ts : List
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :
     svfEndTail (svfP n) (f + 2) (svfDecM t sq q s rem adm sv admSeq arr ts sts W recs gs) =
       svfDecM t sq q s rem adm sv admSeq arr ts sts W recs gs := by
-  have hs := svf_settle_idle n f (svfDecM t sq q s rem adm sv admSeq arr ts sts W recs gs) rfl
+  have hs := svf_settle_idle n f (svfDecM t sq q s rem adm sv admSeq arr ts sts W recs gs) rfl rfl
   have hd := svf_dueNow_next (svfDecM t sq q s rem adm sv admSeq arr ts sts W recs gs) q (.iterationEnd 0) rfl
   unfold svfEndTail
   simp only [hs, hd]
@@ -114,6 +114,6 @@ theorem svf_step_decode (n f t sq q s k adm sv admSeq arr : Nat) (ts : List Thre
       svfDecEnd t sq s k adm sv admSeq arr ts sts W recs
         (setProgress gs s ((getProgress gs s).decodeToken t (t + 1))) :=
     svf_fire_decode n t sq s k adm sv admSeq arr ts sts (svfQueue W) recs gs
-  rw [hfire, svf_settle_idle n f _ rfl, svf_restart_decode]
+  rw [hfire, svf_settle_idle n f _ rfl rfl, svf_restart_decode]
 
 end Papers
