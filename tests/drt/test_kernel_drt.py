@@ -815,45 +815,24 @@ def test_the_interpreter_runs_chooses_with_computed_counts():
                for c in counts for o in ir.walk(c))  # some count reads the index it chooses
 
 
-def _count_read_at_every_step(monkeypatch) -> None:
-    """A planted bug of the exporter: the counter's bound is the count's expression, read again at every
-    step (where the interpreter reads the count once, before the choice)."""
-    from serq.leangen import kernel
-
-    choose = kernel._Lowering.choose
-
-    def mutant(self, s):
-        stmts = choose(self, s)
-        if len(stmts) == 5:  # the count read into CHOOSE_COUNT first
-            read, *rest, loop = stmts
-            test = loop.args[0]
-            bound_read_again = type(test)("bin", ("lt", test.args[1], read.args[1]))
-            stmts = [*rest, type(loop)("while", (bound_read_again,), loop.blocks)]
-        return stmts
-
-    monkeypatch.setattr(kernel._Lowering, "choose", mutant)
-
-
 @pytest.mark.lean
-def test_lean_agrees_on_chooses_with_computed_counts(tmp_path, monkeypatch):
+def test_lean_agrees_on_chooses_with_computed_counts(tmp_path):
     """COMPUTED_COUNT_CASES generated programs whose chooses' counts are computed, through the compiled driver,
-    the first few by `decide +kernel` too: no divergence. The same programs exported with the count read again
-    at every step diverge in some case (the campaign can tell the two)."""
+    the first few by `decide +kernel` too: no divergence. (An exporter that reads the count again at every step
+    went unnoticed by 300 such programs, seed 7: the count moves with the index only where the index is read
+    in it and a later index would have won; the hand-computed run of tests/test_kernel_choose.py is the check
+    that tells them apart.)"""
     t0 = time.monotonic()
     items = _computed_count_cases(SEED, COMPUTED_COUNT_CASES)
     python_seconds = time.monotonic() - t0
-    verdict = run_compiled(items, tmp_path / "compiled")
+    verdict = run_compiled(items, tmp_path)
     assert verdict.unreadable == () and verdict.diverging == (), \
         f"seeds {sorted(verdict.diverging)[:5]} diverge (computed_count_case(random.Random(seed)))"
     assert verdict.agreeing == len(items)
     failures = check_kernel_in_lean(items[:COMPUTED_COUNT_KERNEL_CHECKED])
     assert not failures, failures[0].message[:500]
-    _count_read_at_every_step(monkeypatch)
-    mutants = [(seed, case, observe_generated(case)) for seed, case, _ in items]
-    assert run_compiled(mutants, tmp_path / "mutant").diverging, "the count read at every step went unnoticed"
     report_drt(f"kernel, computed choose counts: {len(items)} generated programs (seeds from {SEED}), compiled, "
-               f"{COMPUTED_COUNT_KERNEL_CHECKED} by decide +kernel, 0 divergences; the count read at every step "
-               f"diverges; interpreter {python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
+               f"{COMPUTED_COUNT_KERNEL_CHECKED} by decide +kernel, 0 divergences; interpreter {python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
 
 
 def test_the_compiled_driver_declares_the_modules_own_definitions():
