@@ -48,6 +48,14 @@ def link_source(text: str, tmp_path: Path | None = None, name: str = "prog.sq", 
     return link_file(name, supplied, None, text)
 
 
+def recorded_by_session(text: str, tmp_path: Path, name: str = "prog.sq") -> dict:
+    """What the interpreter records of the program `text`'s run for the Lean kernel's comparison, by session
+    (`serq.leangen.kernel.recorded`)."""
+    from serq.leangen.kernel import kernel_program, recorded
+    program = link_source(text, tmp_path, name)
+    return dict(enumerate(recorded(program, kernel_program(program, tmp_path))))
+
+
 def refused(text: str, tmp_path: Path | None = None, supplied=None) -> SerqError:
     with pytest.raises(SerqError) as info:
         link_source(text, tmp_path, supplied=supplied)

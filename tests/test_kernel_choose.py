@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, lean_refuses_only_the_wrong
+from helpers import REPO, lean_refuses_only_the_wrong, link_source
 from serq.ir import models as ir
 from serq.errors import SerqError
 from serq.leangen.kernel import CHOOSE_COUNT, CHOOSE_INDEX, kernel_program, recorded
@@ -78,25 +78,18 @@ JSQ_OBSERVATIONS = {0: [(0, 1, 0, 0, 0), (0, 2, 0, 3, 0)], 1: [(1, 1, 0, 0, 1), 
                     2: [(2, 1, 0, 0, 0), (2, 2, 0, 4, 1)], 3: [(3, 1, 0, 0, 1), (3, 2, 0, 6, 0)]}
 
 
-def _linked(folder: Path, source: str):
-    folder.mkdir(exist_ok=True)
-    f = folder / "choose.sq"
-    f.write_text(source)
-    return link_file(f)
-
-
 @pytest.mark.parametrize("source, answers, observations", [
     (CHOOSE_SOURCE, CHOOSE_ANSWERS, CHOOSE_OBSERVATIONS), (JSQ, JSQ_ANSWERS, JSQ_OBSERVATIONS),
     (COUNTED_SOURCE, COUNTED_ANSWERS, COUNTED_OBSERVATIONS)], ids=["chooses", "join_shortest_queue", "counted"])
 def test_the_recorded_run_is_the_hand_computed_one(tmp_path, source, answers, observations):
-    program = link_file(source) if isinstance(source, Path) else _linked(tmp_path, source)
+    program = link_file(source) if isinstance(source, Path) else link_source(source, tmp_path, "choose.sq")
     sessions = recorded(program, kernel_program(program, tmp_path))
     assert {s: list(r.answers) for s, r in enumerate(sessions)} == answers
     assert {s: list(r.observations) for s, r in enumerate(sessions)} == observations
 
 
 def test_a_choose_is_lowered_to_sets_and_a_while_over_a_counter_past_the_attributes(tmp_path):
-    program = _linked(tmp_path, CHOOSE_SOURCE)
+    program = link_source(CHOOSE_SOURCE, tmp_path, "choose.sq")
     kp = kernel_program(program, tmp_path)
     names = [a.name for a in program.attributes]
     assert kp.attributes == [*names, CHOOSE_INDEX]  # one counter serves every choose
@@ -112,13 +105,13 @@ def test_a_choose_is_lowered_to_sets_and_a_while_over_a_counter_past_the_attribu
 
 
 def test_a_program_without_choose_has_no_counter(tmp_path):
-    program = _linked(tmp_path, "fn main() {\n  stage d : delay;\n  workload { arrive batch(1); }\n"
-                                "  server { run d (cost(d, 1)); }\n}\n")
+    program = link_source("fn main() {\n  stage d : delay;\n  workload { arrive batch(1); }\n"
+                          "  server { run d (cost(d, 1)); }\n}\n", tmp_path, "choose.sq")
     assert CHOOSE_INDEX not in kernel_program(program, tmp_path).attributes
 
 
 def test_a_computed_count_is_read_once_into_a_hidden_attribute_before_the_choice(tmp_path):
-    program = _linked(tmp_path, COUNTED_SOURCE)
+    program = link_source(COUNTED_SOURCE, tmp_path, "choose.sq")
     kp = kernel_program(program, tmp_path)
     names = [a.name for a in program.attributes]
     assert kp.attributes == [*names, CHOOSE_COUNT, CHOOSE_INDEX]
@@ -134,7 +127,7 @@ def test_a_computed_count_is_read_once_into_a_hidden_attribute_before_the_choice
 @pytest.mark.parametrize("count", [0, 2.5])
 def test_a_constant_count_outside_one_to_a_million_in_written_ir_is_refused_at_its_location(tmp_path, count):
     """The linker refuses such a count in a `.sq` (`choose t in 0`); IR written by hand is checked again."""
-    program = _linked(tmp_path, CHOOSE_SOURCE)
+    program = link_source(CHOOSE_SOURCE, tmp_path, "choose.sq")
     tie = next(s for s in program.server if isinstance(s, ir.ChooseStmt) and s.name == "t")
     tie.count = ir.Num(value=count)
     with pytest.raises(SerqError, match=re.escape(
@@ -147,7 +140,7 @@ def test_a_choose_key_reading_a_pool_in_init_is_refused(tmp_path):
     source = CHOOSE_SOURCE.replace("workload { arrive batch(3); }",
                                    "workload { arrive batch(3); init { choose k in 2 by (used(p)); } }")
     with pytest.raises(SerqError, match=re.escape("outside the Lean kernel fragment: `used(p)` in the `init` block")):
-        kernel_program(_linked(tmp_path, source), tmp_path)
+        kernel_program(link_source(source, tmp_path, "choose.sq"), tmp_path)
 
 
 @pytest.mark.lean
@@ -164,8 +157,8 @@ def test_the_chooses_agree_in_lean_on_both_paths(tmp_path):
         changed = tuple((*o[:4], value) if k == last else o for k, o in enumerate(s0.observations))
         return KernelObserved(observed.value, (type(s0)(s0.answers, changed, s0.tokens), *others), observed.records)
 
-    chooses, jsq = KernelCase(_linked(tmp_path, CHOOSE_SOURCE)), KernelCase(link_file(JSQ))
-    counted = KernelCase(_linked(tmp_path / "counted", COUNTED_SOURCE))
+    chooses, jsq = KernelCase(link_source(CHOOSE_SOURCE, tmp_path, "choose.sq")), KernelCase(link_file(JSQ))
+    counted = KernelCase(link_source(COUNTED_SOURCE, tmp_path, "counted.sq"))
     right_chooses, right_jsq, right_counted = observe_kernel(chooses), observe_kernel(jsq), observe_kernel(counted)
     lean_refuses_only_the_wrong([(chooses, right_chooses, with_observation(right_chooses, 2, 2)),
                                  (jsq, right_jsq, with_observation(right_jsq, 0, 1)),

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import lean_refuses_only_the_wrong
+from helpers import lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.errors import SerqError
-from serq.leangen.kernel import kernel_program, recorded, render_kernel_module
-from serq.link import link_file
+from serq.leangen.kernel import kernel_program, render_kernel_module
 
 # Two sessions at 0 on a pool of cap 4 in blocks of 2 and a delay stage. Each holds 1 unit (2 in whole blocks,
 # asked 1), observes used(p) (u), runs 1 + 2·serial, grows p by 2 - 2·serial, observes used(p) (g), grows by
@@ -99,39 +98,28 @@ PREEMPTING_SOURCE = """fn main() {
 """
 
 
-def _linked(folder, source: str, name: str = "grow.sq"):
-    f = folder / name
-    f.write_text(source)
-    return link_file(f)
-
-
-def _run(folder, source: str):
-    program = _linked(folder, source)
-    return {s: r for s, r in enumerate(recorded(program, kernel_program(program, folder)))}
-
-
 def test_a_grow_waits_for_a_release_in_whole_blocks(tmp_path):
-    run = _run(tmp_path, SOURCE)
+    run = recorded_by_session(SOURCE, tmp_path, "grow.sq")
     assert {s: list(r.answers) for s, r in run.items()} == ANSWERS
     assert {s: list(r.observations) for s, r in run.items()} == OBSERVATIONS
-    plain = _run(tmp_path, SOURCE.replace(" block 2;", ""))
+    plain = recorded_by_session(SOURCE.replace(" block 2;", ""), tmp_path, "grow.sq")
     assert {s: list(r.answers) for s, r in plain.items()} == PLAIN_ANSWERS
     assert {s: list(r.observations) for s, r in plain.items()} == PLAIN_OBSERVATIONS
 
 
 def test_a_waiting_grow_is_retried_before_the_queue(tmp_path):
-    run = _run(tmp_path, ORDER_SOURCE)
+    run = recorded_by_session(ORDER_SOURCE, tmp_path, "grow.sq")
     assert {s: list(r.answers) for s, r in run.items()} == ORDER_ANSWERS
     assert {s: list(r.observations) for s, r in run.items()} == ORDER_OBSERVATIONS
 
 
 def test_the_lean_value_carries_the_grow(tmp_path):
-    text = render_kernel_module(kernel_program(_linked(tmp_path, SOURCE), tmp_path), "Grow")
+    text = render_kernel_module(kernel_program(link_source(SOURCE, tmp_path, "grow.sq"), tmp_path), "Grow")
     assert "      .grow 0 (.bin .sub (.num 2) (.bin .mul (.num 2) (.attr 2))),\n" in text
 
 
 def test_a_grow_on_a_pool_that_preempts_is_refused_where_it_stands(tmp_path):
-    program = _linked(tmp_path, PREEMPTING_SOURCE, "preempting.sq")
+    program = link_source(PREEMPTING_SOURCE, tmp_path, "preempting.sq")
     with pytest.raises(SerqError) as e:
         kernel_program(program, tmp_path)
     message = str(e.value)
@@ -155,8 +143,8 @@ def test_grow_agrees_in_lean_on_both_paths(tmp_path):
         sessions[serial] = type(s)(((*a[:3], answered),), s.observations, s.tokens)
         return KernelObserved(observed.value, tuple(sessions), observed.records)
 
-    blocks = KernelCase(_linked(tmp_path, SOURCE, "blocks.sq"))
-    order = KernelCase(_linked(tmp_path, ORDER_SOURCE, "order.sq"))
+    blocks = KernelCase(link_source(SOURCE, tmp_path, "blocks.sq"))
+    order = KernelCase(link_source(ORDER_SOURCE, tmp_path, "order.sq"))
     right_blocks, right_order = observe_kernel(blocks), observe_kernel(order)
     lean_refuses_only_the_wrong([(blocks, right_blocks, with_answer(right_blocks, 0, 2)),
                                  (order, right_order, with_answer(right_order, 2, 5))], tmp_path)

@@ -9,10 +9,9 @@ import dataclasses
 
 import pytest
 
-from helpers import lean_refuses_only_the_wrong
-from serq.leangen.kernel import kernel_program, recorded
+from helpers import lean_refuses_only_the_wrong, link_source, recorded_by_session
+from serq.leangen.kernel import kernel_program
 from serq.leangen.kernel_drt import encode_case
-from serq.link import link_file
 
 # Three sessions at 0 on a pool of cap 4 that holds reservations and a delay stage; each holds 1 unit with a
 # reserve of 3, observes used(p) at the top of its body, runs 1, releases the pool and runs 1 more.
@@ -86,38 +85,27 @@ ENGINE_ANSWERS = {0: [(0, 1, 0, 3)], 1: [(1, 1, 0, 6)]}
 ENGINE_TOKENS = {0: [(0, 1, 1, 0, 2, 0, 0)], 1: [(1, 1, 4, 3, 5, 0, 0)]}
 
 
-def _linked(folder, source: str, name: str = "held.sq"):
-    f = folder / name
-    f.write_text(source)
-    return link_file(f)
-
-
-def _run(folder, source: str):
-    program = _linked(folder, source)
-    return {s: r for s, r in enumerate(recorded(program, kernel_program(program, folder)))}
-
-
 def test_a_held_reservation_blocks_later_admissions_until_released(tmp_path):
-    run = _run(tmp_path, SETTLE_SOURCE)
+    run = recorded_by_session(SETTLE_SOURCE, tmp_path, "held.sq")
     assert {s: list(r.answers) for s, r in run.items()} == SETTLE_ANSWERS
     assert {s: list(r.observations) for s, r in run.items()} == SETTLE_OBSERVATIONS
-    unheld = _run(tmp_path, SETTLE_SOURCE.replace(" reserve held;", ""))
+    unheld = recorded_by_session(SETTLE_SOURCE.replace(" reserve held;", ""), tmp_path, "held.sq")
     assert {s: list(r.answers) for s, r in unheld.items()} == UNHELD_ANSWERS
     assert {s: list(r.observations) for s, r in unheld.items()} == UNHELD_OBSERVATIONS
 
 
 def test_a_holder_grows_into_its_own_reservation(tmp_path):
-    run = _run(tmp_path, ENGINE_SOURCE)
+    run = recorded_by_session(ENGINE_SOURCE, tmp_path, "held.sq")
     assert {s: list(r.answers) for s, r in run.items()} == ENGINE_ANSWERS
     assert {s: list(r.tokens) for s, r in run.items()} == ENGINE_TOKENS
-    unheld = _run(tmp_path, ENGINE_SOURCE.replace(" reserve held;", ""))
+    unheld = recorded_by_session(ENGINE_SOURCE.replace(" reserve held;", ""), tmp_path, "held.sq")
     assert all(not r.answers for r in unheld.values())  # both stall growing
 
 
 def test_the_exporter_emits_which_pools_hold_their_reservations(tmp_path):
-    kp = kernel_program(_linked(tmp_path, ENGINE_SOURCE), tmp_path)
+    kp = kernel_program(link_source(ENGINE_SOURCE, tmp_path, "held.sq"), tmp_path)
     assert kp.pools == ["kv", "reqs"] and kp.reserve_held == [True, False]
-    plain = kernel_program(_linked(tmp_path, ENGINE_SOURCE.replace(" reserve held;", "")), tmp_path)
+    plain = kernel_program(link_source(ENGINE_SOURCE.replace(" reserve held;", ""), tmp_path, "held.sq"), tmp_path)
     assert plain.reserve_held == [False, False]
 
 
@@ -125,10 +113,10 @@ def test_the_lean_value_and_the_case_line_carry_reserve_held(tmp_path):
     from serq.leangen.kernel import render_kernel_module
     from serq.leangen.kernel_drt import KernelCase, KernelObserved, observe_kernel
 
-    program = _linked(tmp_path, ENGINE_SOURCE)
+    program = link_source(ENGINE_SOURCE, tmp_path, "held.sq")
     text = render_kernel_module(kernel_program(program, tmp_path), "Held")
     assert "  reserveHeld := [true, false]\n" in text
-    unheld = _linked(tmp_path, SETTLE_SOURCE.replace(" reserve held;", ""))
+    unheld = link_source(SETTLE_SOURCE.replace(" reserve held;", ""), tmp_path, "held.sq")
     plain = render_kernel_module(kernel_program(unheld, tmp_path), "Held")
     assert "reserveHeld" not in plain  # the default, `[]`: no pool holds
     observed = observe_kernel(KernelCase(program))
@@ -155,8 +143,8 @@ def test_reserve_held_agrees_in_lean_on_both_paths(tmp_path):
         sessions[serial] = type(s)(((*a[:3], answered),), s.observations, s.tokens)
         return KernelObserved(observed.value, tuple(sessions), observed.records)
 
-    settle = KernelCase(_linked(tmp_path, SETTLE_SOURCE, "settle.sq"))
-    engine = KernelCase(_linked(tmp_path, ENGINE_SOURCE, "engine.sq"))
+    settle = KernelCase(link_source(SETTLE_SOURCE, tmp_path, "settle.sq"))
+    engine = KernelCase(link_source(ENGINE_SOURCE, tmp_path, "engine.sq"))
     right_settle, right_engine = observe_kernel(settle), observe_kernel(engine)
     lean_refuses_only_the_wrong([(settle, right_settle, with_answer(right_settle, 1, 2)),
                                  (engine, right_engine, with_answer(right_engine, 1, 5))], tmp_path)
