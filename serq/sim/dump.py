@@ -37,8 +37,9 @@ def _samples(s):
 
 def _gauge(g):
     yield "time,value\n"
-    for t, v in zip(g.times, g.values):
-        yield f"{t!r},{v!r}\n"
+    for times, values in g.change_points():  # (tolist: Python floats, whose repr the CSV has always had)
+        for t, v in zip(times.tolist(), values.tolist()):
+            yield f"{t!r},{v!r}\n"
 
 
 def dump(result, directory: Path) -> None:
