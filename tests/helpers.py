@@ -62,6 +62,17 @@ def refused(text: str, tmp_path: Path | None = None, supplied=None) -> SerqError
     return info.value
 
 
+def answered_at(observed, serial: int, answered: int):
+    """What the Lean kernel's comparison reads of a run (`KernelObserved`) with session `serial`'s one turn
+    answered at `answered` instead: a wrong record for `lean_refuses_only_the_wrong`."""
+    from serq.leangen.kernel_drt import KernelObserved
+    sessions = list(observed.sessions)
+    s = sessions[serial]
+    (a,) = s.answers
+    sessions[serial] = type(s)(((*a[:3], answered),), s.observations, s.tokens)
+    return KernelObserved(observed.value, tuple(sessions), observed.records)
+
+
 def lean_refuses_only_the_wrong(runs: list, folder: Path) -> None:
     """Each (case, right, wrong) of `runs`: the Lean kernel agrees with the interpreter's record `right` and
     refuses the changed record `wrong`, by `decide +kernel` and through the compiled driver alike."""

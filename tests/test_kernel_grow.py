@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import lean_refuses_only_the_wrong, link_source, recorded_by_session
+from helpers import answered_at, lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.errors import SerqError
 from serq.leangen.kernel import kernel_program, render_kernel_module
 
@@ -134,17 +134,10 @@ def test_grow_agrees_in_lean_on_both_paths(tmp_path):
     """The hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run where
     session 0 of the first is answered at 2 (its grow never waits) and one where session 2 of the second is
     answered at 5 (admitted past the grower) are refused on both."""
-    from serq.leangen.kernel_drt import KernelCase, KernelObserved, observe_kernel
-
-    def with_answer(observed: KernelObserved, serial: int, answered: int) -> KernelObserved:
-        sessions = list(observed.sessions)
-        s = sessions[serial]
-        (a,) = s.answers
-        sessions[serial] = type(s)(((*a[:3], answered),), s.observations, s.tokens)
-        return KernelObserved(observed.value, tuple(sessions), observed.records)
+    from serq.leangen.kernel_drt import KernelCase, observe_kernel
 
     blocks = KernelCase(link_source(SOURCE, tmp_path, "blocks.sq"))
     order = KernelCase(link_source(ORDER_SOURCE, tmp_path, "order.sq"))
     right_blocks, right_order = observe_kernel(blocks), observe_kernel(order)
-    lean_refuses_only_the_wrong([(blocks, right_blocks, with_answer(right_blocks, 0, 2)),
-                                 (order, right_order, with_answer(right_order, 2, 5))], tmp_path)
+    lean_refuses_only_the_wrong([(blocks, right_blocks, answered_at(right_blocks, 0, 2)),
+                                 (order, right_order, answered_at(right_order, 2, 5))], tmp_path)

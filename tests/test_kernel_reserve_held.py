@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from helpers import lean_refuses_only_the_wrong, link_source, recorded_by_session
+from helpers import answered_at, lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.leangen.kernel import kernel_program
 from serq.leangen.kernel_drt import encode_case
 
@@ -134,17 +134,10 @@ def test_reserve_held_agrees_in_lean_on_both_paths(tmp_path):
     """The two hand-computed runs, kernel-checked (`decide +kernel`) and through the compiled driver; a run
     where session 1 of the settle-time program is answered at 2 (its reservation ignored) and one where the
     engine's session 1 is answered at 5 are refused on both."""
-    from serq.leangen.kernel_drt import KernelCase, KernelObserved, observe_kernel
-
-    def with_answer(observed: KernelObserved, serial: int, answered: int) -> KernelObserved:
-        sessions = list(observed.sessions)
-        s = sessions[serial]
-        (a,) = s.answers
-        sessions[serial] = type(s)(((*a[:3], answered),), s.observations, s.tokens)
-        return KernelObserved(observed.value, tuple(sessions), observed.records)
+    from serq.leangen.kernel_drt import KernelCase, observe_kernel
 
     settle = KernelCase(link_source(SETTLE_SOURCE, tmp_path, "settle.sq"))
     engine = KernelCase(link_source(ENGINE_SOURCE, tmp_path, "engine.sq"))
     right_settle, right_engine = observe_kernel(settle), observe_kernel(engine)
-    lean_refuses_only_the_wrong([(settle, right_settle, with_answer(right_settle, 1, 2)),
-                                 (engine, right_engine, with_answer(right_engine, 1, 5))], tmp_path)
+    lean_refuses_only_the_wrong([(settle, right_settle, answered_at(right_settle, 1, 2)),
+                                 (engine, right_engine, answered_at(right_engine, 1, 5))], tmp_path)

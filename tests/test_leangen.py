@@ -851,7 +851,7 @@ def test_kernel_export_of_only():
 
 @pytest.mark.parametrize("schedule, what", [
     ("advance running by (-remaining);", "a negation"),
-    ("advance running by (running.kv_decode);", "the context variable `kv_decode`"),
+    ("advance running by (remaining / 2);", "`/` outside `floor(a / d)`"),
     ("advance running only (decoding) each at most (3); advance running each at most (3);",
      "a schedule other than vLLM's with `only`"),
 ])

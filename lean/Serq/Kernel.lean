@@ -361,11 +361,18 @@ def settle (p : Program) : Nat → Machine → Machine
 /-- What an engine's clauses read: the pools, and its context variables (`StageVar`). -/
 def engineView (p : Program) (m : Machine) (vars : List Nat) : PoolView := ⟨p.caps, m.pools, 0, vars⟩
 
+/-- The running requests' variables (`runningOf`'s places) with a resident's own at 5, 6 and 7: its
+`decoding`, `admission` and `remaining` (a shorter list gets them after its end). -/
+def withResident (running : List Nat) (d a r : Nat) : List Nat :=
+  match running with
+  | x0 :: x1 :: x2 :: x3 :: x4 :: _ :: _ :: _ :: rest => x0 :: x1 :: x2 :: x3 :: x4 :: d :: a :: r :: rest
+  | _ => appendNats running [d, a, r]
+
 /-- What resident `r`'s serve keys read (the interpreter's `serve_ctx`): the pools, the engine's
-context variables as the iteration starts (`running`), then its `decoding`, `admission` and
-`remaining` (`StageVar.decoding` on). -/
+context variables as the iteration starts (`running`), its `decoding`, `admission` and `remaining` in
+places 5–7 (`StageVar.decoding` on), the residents' KV after them. -/
 def residentView (p : Program) (m : Machine) (running : List Nat) (r : Resident) : PoolView :=
-  ⟨p.caps, m.pools, r.thread, appendNats running [truth r.decode, r.adm, r.rem]⟩
+  ⟨p.caps, m.pools, r.thread, withResident running (truth r.decode) r.adm r.rem⟩
 
 /-- Resident `r`'s serve keys, read with its session's attributes now. -/
 def residentKeys (p : Program) (m : Machine) (running : List Nat) (keys : List Expr) (r : Resident) : List Nat :=
@@ -480,16 +487,6 @@ tokens (`sched`; a victim a preemption took left the residents, its share given 
 interpreter's `unserve` does), and its position is its growing hold's (`partOn`), which advances only at
 the iteration's end (`Machine.advanceHolds`), so it is the position serving read. -/
 
-/-- Resident `r`'s growing hold (`growing P`): the pool's index and its part there; none for a run
-growing no pool (the interpreter's `Job.alloc` is `None`). -/
-def growingPart (m : Machine) (r : Resident) : Option (Nat × Held) :=
-  match r.grow with
-  | 0 => none
-  | i + 1 =>
-    match partOn (getThread m.threads r.thread).k i with
-    | some h => some (i, h)
-    | none => none
-
 /-- `batch.kv_decode`: over the batch's decodes, the KV once the iteration's token is written, in whole
 blocks of the pool it grows (`_kv_decode`: ⌈(p + 1) / b⌉ · b, `roundUp`; 0 growing no pool). -/
 def batchKvDecode (p : Program) (m : Machine) : List Resident → Nat
@@ -500,12 +497,6 @@ def batchKvDecode (p : Program) (m : Machine) : List Resident → Nat
       | some (i, h) => roundUp (getAt p.blocks i) (h.pos + 1)
       | none => 0
     else 0) + batchKvDecode p m rs
-
-/-- A resident's position on its growing hold (0 growing no pool). -/
-def positionOf (m : Machine) (r : Resident) : Nat :=
-  match growingPart m r with
-  | some (_, h) => h.pos
-  | none => 0
 
 /-- `batch.kv_prefill`: over the batch's prefills, the position before the iteration's tokens. -/
 def batchKvPrefill (m : Machine) : List Resident → Nat
@@ -534,7 +525,8 @@ tokens is the program's error, `failed`; the step that only preempted may last 0
 and its end is set. -/
 def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Machine :=
   let es := getEngineState m.engines s
-  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
+  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools,
+    0, 0, 0, 0, 0, 0, 0, runningKvDecode p m es.residents, runningKvPrefill m es.residents]
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
   let gran := eval (engineView p m running) [] m.now 0 eng.granule

@@ -102,7 +102,8 @@ iteration when it schedules no token and preempted none; else `execute` over the
 the end). -/
 def startExclusive (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Machine :=
   let es := getEngineState m.engines s
-  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
+  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools,
+    0, 0, 0, 0, 0, 0, 0, runningKvDecode p m es.residents, runningKvPrefill m es.residents]
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
   let gran := eval (engineView p m running) [] m.now 0 eng.granule

@@ -86,7 +86,9 @@ theorem startExclusive_timed_self (p : Program) (f s : Nat) (eng : Engine) (m : 
 theorem startExclusive_timed_ne (p : Program) (f s' : Nat) (eng : Engine) (m : Machine) (c : Iteration → Nat)
     (s : Nat) (hne : s' ≠ s) (hm : m.timed c s) : (startExclusive p f s' eng m).timed c s := by
   have hk := planExclusive_clock p f s' (eval (engineView p m [0, 0, countDecoders (getEngineState m.engines s').residents,
-    countResidents (getEngineState m.engines s').residents, waitingIn s' p.admitVia m.pools]) [] m.now 0 eng.chunk) m
+    countResidents (getEngineState m.engines s').residents, waitingIn s' p.admitVia m.pools, 0, 0, 0, 0, 0, 0, 0,
+    runningKvDecode p m (getEngineState m.engines s').residents,
+    runningKvPrefill m (getEngineState m.engines s').residents]) [] m.now 0 eng.chunk) m
   simp only [startExclusive]
   repeat' split
   all_goals

@@ -807,9 +807,44 @@ def setSched (t n : Nat) (xarg : List Resident) : List Resident :=
   List.rec (motive := fun _ => List Resident) (setSched.base t n)
     (fun kfx kfxs kfih => setSched.step t n kfx kfxs kfih) xarg
 
+def growingPart (m : Machine) (r : Resident) : Option (Nat × Held) :=
+  match r.grow with
+  | 0 => none
+  | i + 1 =>
+    match partOn (getThread m.threads r.thread).k i with
+    | some h => some (i, h)
+    | none => none
+
+def positionOf (m : Machine) (r : Resident) : Nat :=
+  match growingPart m r with
+  | some (_, h) => h.pos
+  | none => 0
+
+def runningKvDecode.base (p : Program) (m : Machine) : Nat := 0
+
+def runningKvDecode.step (p : Program) (m : Machine) (r : Resident) (rs : List Resident) (kfih : Nat) : Nat :=
+    (if r.decode then
+      match growingPart m r with
+      | some (i, h) => roundUp (getAt p.blocks i) h.pos
+      | none => 0
+    else 0) + kfih
+
+def runningKvDecode (p : Program) (m : Machine) (xarg : List Resident) : Nat :=
+  List.rec (motive := fun _ => Nat) (runningKvDecode.base p m)
+    (fun kfx kfxs kfih => runningKvDecode.step p m kfx kfxs kfih) xarg
+
+def runningKvPrefill.base (m : Machine) : Nat := 0
+
+def runningKvPrefill.step (m : Machine) (r : Resident) (rs : List Resident) (kfih : Nat) : Nat := (if !r.decode then positionOf m r else 0) + kfih
+
+def runningKvPrefill (m : Machine) (xarg : List Resident) : Nat :=
+  List.rec (motive := fun _ => Nat) (runningKvPrefill.base m)
+    (fun kfx kfxs kfih => runningKvPrefill.step m kfx kfxs kfih) xarg
+
 def runningOf (p : Program) (m : Machine) (s : Nat) : List Nat :=
   let es := getEngineState m.engines s
-  [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
+  [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools,
+   0, 0, 0, 0, 0, 0, 0, runningKvDecode p m es.residents, runningKvPrefill m es.residents]
 
 def Machine.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) : Machine × Batch :=
   let es := getEngineState m.engines s
@@ -1280,8 +1315,13 @@ def settle (p : Program) (xarg : Nat) : Machine → Machine :=
   Nat.rec (motive := fun _ => Machine → Machine) (settle.base p)
     (fun kfn kfih => settle.step p kfn kfih) xarg
 
+def withResident (running : List Nat) (d a r : Nat) : List Nat :=
+  match running with
+  | x0 :: x1 :: x2 :: x3 :: x4 :: _ :: _ :: _ :: rest => x0 :: x1 :: x2 :: x3 :: x4 :: d :: a :: r :: rest
+  | _ => appendNats running [d, a, r]
+
 def residentView (p : Program) (m : Machine) (running : List Nat) (r : Resident) : PoolView :=
-  ⟨p.caps, m.pools, r.thread, appendNats running [truth r.decode, r.adm, r.rem]⟩
+  ⟨p.caps, m.pools, r.thread, withResident running (truth r.decode) r.adm r.rem⟩
 
 def residentKeys (p : Program) (m : Machine) (running : List Nat) (keys : List Expr) (r : Resident) : List Nat :=
   keysOf (residentView p m running r) (getThread m.threads r.thread).attrs m.now 0 keys
@@ -1384,14 +1424,6 @@ def admitWaiting (p : Program) (s chunk : Nat) (only : Option Expr) (gated : Boo
   Nat.rec (motive := fun _ => Machine → Batch → Machine × Batch) (admitWaiting.base p s chunk only gated)
     (fun kfn kfih => admitWaiting.step p s chunk only gated kfn kfih) xarg
 
-def growingPart (m : Machine) (r : Resident) : Option (Nat × Held) :=
-  match r.grow with
-  | 0 => none
-  | i + 1 =>
-    match partOn (getThread m.threads r.thread).k i with
-    | some h => some (i, h)
-    | none => none
-
 def batchKvDecode.base (p : Program) (m : Machine) : Nat := 0
 
 def batchKvDecode.step (p : Program) (m : Machine) (r : Resident) (rs : List Resident) (kfih : Nat) : Nat :=
@@ -1404,11 +1436,6 @@ def batchKvDecode.step (p : Program) (m : Machine) (r : Resident) (rs : List Res
 def batchKvDecode (p : Program) (m : Machine) (xarg : List Resident) : Nat :=
   List.rec (motive := fun _ => Nat) (batchKvDecode.base p m)
     (fun kfx kfxs kfih => batchKvDecode.step p m kfx kfxs kfih) xarg
-
-def positionOf (m : Machine) (r : Resident) : Nat :=
-  match growingPart m r with
-  | some (_, h) => h.pos
-  | none => 0
 
 def batchKvPrefill.base (m : Machine) : Nat := 0
 
@@ -1428,7 +1455,8 @@ def batchAttention2 (m : Machine) (xarg : List Resident) : Nat :=
 
 def startIteration (p : Program) (f s : Nat) (eng : Engine) (m : Machine) : Machine :=
   let es := getEngineState m.engines s
-  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
+  let running := [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools,
+    0, 0, 0, 0, 0, 0, 0, runningKvDecode p m es.residents, runningKvPrefill m es.residents]
   let budget := eval (engineView p m running) [] m.now 0 eng.budget
   let chunk := eval (engineView p m running) [] m.now 0 eng.chunk
   let gran := eval (engineView p m running) [] m.now 0 eng.granule

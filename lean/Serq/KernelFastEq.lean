@@ -1196,12 +1196,54 @@ theorem setSched_eq : @setSched = @Serq.Kernel.setSched := by
     delta setSched.step
     all_goals rfl
 
+theorem growingPart_eq : @growingPart = @Serq.Kernel.growingPart := by
+  delta growingPart
+  all_goals (try rw [getThread_eq])
+  all_goals (try rw [partOn_eq])
+  all_goals rfl
+
+theorem positionOf_eq : @positionOf = @Serq.Kernel.positionOf := by
+  delta positionOf
+  all_goals (try rw [growingPart_eq])
+  all_goals rfl
+
+theorem runningKvDecode_eq : @runningKvDecode = @Serq.Kernel.runningKvDecode := by
+  funext p m xarg
+  induction xarg with
+  | nil =>
+    show runningKvDecode.base p m = _
+    delta runningKvDecode.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show runningKvDecode.step p m kfx kfxs (runningKvDecode p m kfxs) = _
+    rw [ih]
+    delta runningKvDecode.step
+    all_goals (try rw [getAt_eq])
+    all_goals (try rw [growingPart_eq])
+    all_goals rfl
+
+theorem runningKvPrefill_eq : @runningKvPrefill = @Serq.Kernel.runningKvPrefill := by
+  funext m xarg
+  induction xarg with
+  | nil =>
+    show runningKvPrefill.base m = _
+    delta runningKvPrefill.base
+    all_goals rfl
+  | cons kfx kfxs ih =>
+    show runningKvPrefill.step m kfx kfxs (runningKvPrefill m kfxs) = _
+    rw [ih]
+    delta runningKvPrefill.step
+    all_goals (try rw [positionOf_eq])
+    all_goals rfl
+
 theorem runningOf_eq : @runningOf = @Serq.Kernel.runningOf := by
   delta runningOf
   all_goals (try rw [getEngineState_eq])
   all_goals (try rw [countResidents_eq])
   all_goals (try rw [countDecoders_eq])
   all_goals (try rw [waitingIn_eq])
+  all_goals (try rw [runningKvDecode_eq])
+  all_goals (try rw [runningKvPrefill_eq])
   all_goals rfl
 
 theorem Machine.served_eq : @Machine.served = @Serq.Kernel.Machine.served := by
@@ -1701,9 +1743,14 @@ theorem settle_eq : @settle = @Serq.Kernel.settle := by
     all_goals (try rw [retryPools_eq])
     all_goals rfl
 
+theorem withResident_eq : @withResident = @Serq.Kernel.withResident := by
+  delta withResident
+  all_goals (try rw [appendNats_eq])
+  all_goals rfl
+
 theorem residentView_eq : @residentView = @Serq.Kernel.residentView := by
   delta residentView
-  all_goals (try rw [appendNats_eq])
+  all_goals (try rw [withResident_eq])
   all_goals rfl
 
 theorem residentKeys_eq : @residentKeys = @Serq.Kernel.residentKeys := by
@@ -1848,12 +1895,6 @@ theorem admitWaiting_eq : @admitWaiting = @Serq.Kernel.admitWaiting := by
     all_goals (try rw [admitOne_eq])
     all_goals rfl
 
-theorem growingPart_eq : @growingPart = @Serq.Kernel.growingPart := by
-  delta growingPart
-  all_goals (try rw [getThread_eq])
-  all_goals (try rw [partOn_eq])
-  all_goals rfl
-
 theorem batchKvDecode_eq : @batchKvDecode = @Serq.Kernel.batchKvDecode := by
   funext p m xarg
   induction xarg with
@@ -1868,11 +1909,6 @@ theorem batchKvDecode_eq : @batchKvDecode = @Serq.Kernel.batchKvDecode := by
     all_goals (try rw [getAt_eq])
     all_goals (try rw [growingPart_eq])
     all_goals rfl
-
-theorem positionOf_eq : @positionOf = @Serq.Kernel.positionOf := by
-  delta positionOf
-  all_goals (try rw [growingPart_eq])
-  all_goals rfl
 
 theorem batchKvPrefill_eq : @batchKvPrefill = @Serq.Kernel.batchKvPrefill := by
   funext m xarg
@@ -1911,6 +1947,8 @@ theorem startIteration_eq : @startIteration = @Serq.Kernel.startIteration := by
   all_goals (try rw [countDecoders_eq])
   all_goals (try rw [waitingIn_eq])
   all_goals (try rw [demandOf_eq])
+  all_goals (try rw [runningKvDecode_eq])
+  all_goals (try rw [runningKvPrefill_eq])
   all_goals (try rw [serveOrdered_eq])
   all_goals (try rw [admitWaiting_eq])
   all_goals (try rw [batchKvDecode_eq])

@@ -36,11 +36,48 @@ def setSched (t n : Nat) : List Resident → List Resident
   | [] => []
   | r :: rs => if r.thread == t then { r with sched := n } :: rs else r :: setSched t n rs
 
+/-- Resident `r`'s growing hold (`growing P`): the pool's index and its part there; none for a run
+growing no pool (the interpreter's `Job.alloc` is `None`). -/
+def growingPart (m : Machine) (r : Resident) : Option (Nat × Held) :=
+  match r.grow with
+  | 0 => none
+  | i + 1 =>
+    match partOn (getThread m.threads r.thread).k i with
+    | some h => some (i, h)
+    | none => none
+
+/-- A resident's position on its growing hold (0 growing no pool). -/
+def positionOf (m : Machine) (r : Resident) : Nat :=
+  match growingPart m r with
+  | some (_, h) => h.pos
+  | none => 0
+
+/-- `running.kv_decode` in an engine's clauses (`StageVar.kvDecode` outside `execute`): over the decoding
+residents as they stand, the KV each holds, in whole blocks of the pool it grows (`StepStage.kvd`:
+⌈p / b⌉ · b at position p; 0 growing no pool). -/
+def runningKvDecode (p : Program) (m : Machine) : List Resident → Nat
+  | [] => 0
+  | r :: rs =>
+    (if r.decode then
+      match growingPart m r with
+      | some (i, h) => roundUp (getAt p.blocks i) h.pos
+      | none => 0
+    else 0) + runningKvDecode p m rs
+
+/-- `running.kv_prefill` in an engine's clauses (`StageVar.kvPrefill` outside `execute`): over the
+prefilling residents as they stand, their positions (`StepStage.kvp`). -/
+def runningKvPrefill (m : Machine) : List Resident → Nat
+  | [] => 0
+  | r :: rs => (if !r.decode then positionOf m r else 0) + runningKvPrefill m rs
+
 /-- What an engine's `only (p)` reads of its running requests, as they stand (`StageVar`: the batch's
-tokens and prefill tokens 0, the decodes, the residents, the holds waiting in its queues). -/
+tokens and prefill tokens 0, the decodes, the residents, the holds waiting in its queues; a resident's
+own places 5–11 0, `residentView` fills 5–7; the residents' KV, `running.kv_decode` and
+`running.kv_prefill`, at 12 and 13). -/
 def runningOf (p : Program) (m : Machine) (s : Nat) : List Nat :=
   let es := getEngineState m.engines s
-  [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools]
+  [0, 0, countDecoders es.residents, countResidents es.residents, waitingIn s p.admitVia m.pools,
+   0, 0, 0, 0, 0, 0, 0, runningKvDecode p m es.residents, runningKvPrefill m es.residents]
 
 /-- Resident `t` is served `n` tokens: the engine's record of it and the batch. -/
 def Machine.served (m : Machine) (s : Nat) (b : Batch) (r : Resident) (n : Nat) : Machine × Batch :=

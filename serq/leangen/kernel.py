@@ -19,7 +19,8 @@ pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
 step engines, one or several (each a stage with its own clauses, residents and records; idle engines plan
 their iterations in the stages' declaration order), with vLLM's default schedule or `exclusive prefill` (the
 engines under it listed beside the program, `KernelProgram.exclusive`: lean/Serq/KernelExclusive.lean) (`tokens
-cap`, `each at most` and `execute` over the engine's context variables, `advance running [only (p)] by (keys)`
+cap`, `each at most` and `execute` over the engine's context variables, `running.kv_decode` and
+`running.kv_prefill` included outside `execute`, `advance running [only (p)] by (keys)`
 and `admit waiting only (q)`
 over the resident's `decoding`, `admission`, `remaining`, its session's attributes and
 `running.*`, `run S prefill|decode (w) [growing P]`, and `pool reqs on S` admitted by
@@ -71,7 +72,7 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, `reserve held`, "
           "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines, one "
           "or several, each with vLLM's default schedule, its serve order and `only` included, or `exclusive "
-          "prefill`, an `execute` cost "
+          "prefill`, clauses that read the running requests (their KV included), an `execute` cost "
           "over the batch (its KV sums included), each engine's KV memory whose "
           "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not, and `grow` on a "
           "pool that does not preempt; "
@@ -79,7 +80,8 @@ _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py). In `execute`, `kv_decode` and
-#: `kv_prefill` are the batch's KV sums (`batch.kv_decode`, `batch.kv_prefill`); `attention2` is twice
+#: `kv_prefill` are the batch's KV sums (`batch.kv_decode`, `batch.kv_prefill`); in the other clauses the
+#: running requests' (`running.kv_decode`, `running.kv_prefill`: `Serq.Kernel.runningOf`); `attention2` is twice
 #: `batch.attention`, read only through `floor`/`ceil` (ATTENTION_READS).
 STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
               "decoding": 5, "admission": 6, "remaining": 7, "position": 8, "size": 9, "waiting": 10,
@@ -103,13 +105,17 @@ PREEMPT = "preempt by"
 EVICT = "evict by"
 EVICT_READS = ("in an `evict by` key: the interpreter reads the keys in the middle of an admission or a growth, "
                "with the pools half changed")
-_CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds"),
-                "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
-                "granule": ("tokens", "prefilled", "decoders", "residents", "waiting_holds"),
+_CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill"),
+                "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
+                                 "kv_prefill"),
+                "granule": ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
+                            "kv_prefill"),
                 "execute": ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
                             "kv_prefill"),
-                SERVE_ORDER: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
-                ONLY: ("decoders", "residents", "waiting_holds", "decoding", "admission", "remaining"),
+                SERVE_ORDER: ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill", "decoding",
+                              "admission", "remaining"),
+                ONLY: ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill", "decoding", "admission",
+                       "remaining"),
                 PREEMPT: ("decoding", "admission", "position"),
                 EVICT: ("size", "waiting")}
 
@@ -378,7 +384,7 @@ class _Lowering:
         order = []
         if svc.serve.kind == "by":
             preempts = any(pool.memory_of == stage.name and pool.preempt.kind != "none" for pool in self.p.pools)
-            running = {"decoders", "residents", "waiting_holds"}
+            running = {"decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill"}
             if preempts and any(isinstance(n, ir.Ctx) and n.var in running for k in svc.serve.keys for n in ir.walk(k)):
                 # the interpreter reads such keys again before every choice (`keys_dynamic`), and a
                 # preemption while serving changes what they read; the kernel reads them once

@@ -252,6 +252,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _chooses(program, rng)
     _reserve_held(program, rng)
     _grows(program, rng)
+    _running_kv(program, rng)
     _within_block_depth(program)
     # (no draw: the attribute table the language derives, every attribute read and set nowhere set to 0 in
     # `init`, as it reads anyway, so that the program is one a `.sq` says: its reproducer's `case.sq`)
@@ -310,6 +311,48 @@ def _reserve_held(program: ir.Program, rng: random.Random) -> None:
                     amount = ir.Call(fn="min", args=[_bin("add", _read(rng), _num(rng.randint(1, 3))),
                                                      _num(caps[hp.pool.pool])])
                     hp.reserve = ir.CostOf(resources=[hp.pool.pool], arg=amount)
+
+
+def _running_kv(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after everything else (the rest of a seed's program stays what it was): in two programs in three
+    with a step engine, every engine reads its running requests' KV (v: `running.kv_decode`, three in four,
+    the decoders' positions in whole blocks of the pool each grows; else `running.kv_prefill`, the prefills'
+    positions; both 0 for runs growing no pool) in one of its clauses: its `tokens cap` (`1 + v % 4`, or 1 to
+    4 tokens chosen by a threshold on v), its `each at most` (`max(1, v % 4)`, or 1 or 2 to 4 by a
+    threshold), both read as the iteration starts; a serve key (the shortest remaining run first while v is
+    even, the longest first otherwise; only where the engine's memory does not preempt: the fragment reads
+    serve keys once); or, in an engine with `only`, its predicate (a request passes also while v is even,
+    read at each request as the running requests stand). A residue moves with every token a decoder's blocks
+    take, so that reading the KV wrong shows."""
+    engines = [stage for stage in program.stages if isinstance(stage.service, ir.Step)]
+    if not engines or rng.randrange(3) == 0:
+        return
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
+    for stage in engines:
+        engine = stage.service
+        kv = ctx(rng.choice(["kv_decode", "kv_decode", "kv_decode", "kv_prefill"]))
+        above = _bin("gt", kv, _num(rng.randint(0, 6)))
+        even = _bin("eq", _bin("mod", kv, _num(2)), _num(0))
+        preempts = any(pool.memory_of == stage.name and pool.preempt.kind != "none" for pool in program.pools)
+        clauses = ["budget", "chunk"] + (["key"] if engine.serve.kind == "by" and not preempts else []) + (
+            ["only"] if engine.iteration is not None else [])
+        clause = rng.choice(clauses)
+        if clause == "budget":
+            engine.budget = rng.choice([
+                _bin("add", _num(1), _bin("mod", kv, _num(4))),
+                ir.Cond(test=above, then=_num(rng.randint(1, 4)), otherwise=_num(rng.randint(1, 4)))])
+        elif clause == "chunk":
+            engine.chunk = rng.choice([ir.Call(fn="max", args=[_num(1), _bin("mod", kv, _num(4))]),
+                                       ir.Cond(test=above, then=_num(1), otherwise=_num(rng.randint(2, 4)))])
+        elif clause == "key":
+            engine.serve = ir.ServeBy(keys=[ir.Cond(test=even, then=ctx("remaining"),
+                                                    otherwise=_bin("sub", _num(ENGINE_WORK), ctx("remaining"))),
+                                            *engine.serve.keys])
+        else:
+            serve, admit = engine.iteration
+            widen = lambda p: None if p is None else _bin("or", p, even)  # noqa: E731
+            engine.iteration = [ir.IterServe(only=widen(serve.only)), ir.IterAdmit(only=widen(admit.only),
+                                                                                   gate=admit.gate)]
 
 
 def _grows(program: ir.Program, rng: random.Random) -> None:

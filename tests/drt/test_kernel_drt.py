@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import os
 import random
 import subprocess
@@ -507,6 +508,19 @@ def _grow_ignores_blocks():
         yield
 
 
+@contextmanager
+def _running_kv_decode_unrounded():
+    """A planted bug in the engines: `running.kv_decode`, which an engine's `tokens cap`, `each at most`, serve
+    keys and `only` read, sums the decoders' positions, not the whole blocks that cover them (a program whose
+    clauses read no `running.kv_decode`, or whose decoders grow no pool of blocks, is left as it is)."""
+    def kvd(self):
+        self.sync()
+        return math.fsum(J.alloc.pos for J in self.res if J.dec and J.alloc is not None)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(StepStage, "kvd", kvd)
+        yield
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -545,7 +559,8 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "engines_plan_last_declared_first": _by_patching(_engines_plan_last_declared_first),
            "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine),
            "exclusive_admits_after_a_prefill": _by_patching(_exclusive_admits_after_a_prefill),
-           "grow_ignores_blocks": _by_patching(_grow_ignores_blocks)}
+           "grow_ignores_blocks": _by_patching(_grow_ignores_blocks),
+           "running_kv_decode_unrounded": _by_patching(_running_kv_decode_unrounded)}
 PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
 # cases per planted bug among the compiled lines
 PLANTED_WANTED = 4
