@@ -56,6 +56,11 @@ def recorded_by_session(text: str, tmp_path: Path, name: str = "prog.sq") -> dic
     return dict(enumerate(recorded(program, kernel_program(program, tmp_path))))
 
 
+def by_session(run: dict, part: str) -> dict:
+    """One part (`answers`, `observations` or `tokens`) of `recorded_by_session`'s record, by session, as lists."""
+    return {s: list(getattr(r, part)) for s, r in run.items()}
+
+
 def refused(text: str, tmp_path: Path | None = None, supplied=None) -> SerqError:
     with pytest.raises(SerqError) as info:
         link_source(text, tmp_path, supplied=supplied)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import answered_at, lean_refuses_only_the_wrong, link_source, recorded_by_session
+from helpers import answered_at, by_session, lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.errors import SerqError
 from serq.leangen.kernel import kernel_program, render_kernel_module
 
@@ -100,17 +100,17 @@ PREEMPTING_SOURCE = """fn main() {
 
 def test_a_grow_waits_for_a_release_in_whole_blocks(tmp_path):
     run = recorded_by_session(SOURCE, tmp_path, "grow.sq")
-    assert {s: list(r.answers) for s, r in run.items()} == ANSWERS
-    assert {s: list(r.observations) for s, r in run.items()} == OBSERVATIONS
+    assert by_session(run, "answers") == ANSWERS
+    assert by_session(run, "observations") == OBSERVATIONS
     plain = recorded_by_session(SOURCE.replace(" block 2;", ""), tmp_path, "grow.sq")
-    assert {s: list(r.answers) for s, r in plain.items()} == PLAIN_ANSWERS
-    assert {s: list(r.observations) for s, r in plain.items()} == PLAIN_OBSERVATIONS
+    assert by_session(plain, "answers") == PLAIN_ANSWERS
+    assert by_session(plain, "observations") == PLAIN_OBSERVATIONS
 
 
 def test_a_waiting_grow_is_retried_before_the_queue(tmp_path):
     run = recorded_by_session(ORDER_SOURCE, tmp_path, "grow.sq")
-    assert {s: list(r.answers) for s, r in run.items()} == ORDER_ANSWERS
-    assert {s: list(r.observations) for s, r in run.items()} == ORDER_OBSERVATIONS
+    assert by_session(run, "answers") == ORDER_ANSWERS
+    assert by_session(run, "observations") == ORDER_OBSERVATIONS
 
 
 def test_the_lean_value_carries_the_grow(tmp_path):

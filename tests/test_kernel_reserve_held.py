@@ -9,7 +9,7 @@ import dataclasses
 
 import pytest
 
-from helpers import answered_at, lean_refuses_only_the_wrong, link_source, recorded_by_session
+from helpers import answered_at, by_session, lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.leangen.kernel import kernel_program
 from serq.leangen.kernel_drt import encode_case
 
@@ -87,17 +87,17 @@ ENGINE_TOKENS = {0: [(0, 1, 1, 0, 2, 0, 0)], 1: [(1, 1, 4, 3, 5, 0, 0)]}
 
 def test_a_held_reservation_blocks_later_admissions_until_released(tmp_path):
     run = recorded_by_session(SETTLE_SOURCE, tmp_path, "held.sq")
-    assert {s: list(r.answers) for s, r in run.items()} == SETTLE_ANSWERS
-    assert {s: list(r.observations) for s, r in run.items()} == SETTLE_OBSERVATIONS
+    assert by_session(run, "answers") == SETTLE_ANSWERS
+    assert by_session(run, "observations") == SETTLE_OBSERVATIONS
     unheld = recorded_by_session(SETTLE_SOURCE.replace(" reserve held;", ""), tmp_path, "held.sq")
-    assert {s: list(r.answers) for s, r in unheld.items()} == UNHELD_ANSWERS
-    assert {s: list(r.observations) for s, r in unheld.items()} == UNHELD_OBSERVATIONS
+    assert by_session(unheld, "answers") == UNHELD_ANSWERS
+    assert by_session(unheld, "observations") == UNHELD_OBSERVATIONS
 
 
 def test_a_holder_grows_into_its_own_reservation(tmp_path):
     run = recorded_by_session(ENGINE_SOURCE, tmp_path, "held.sq")
-    assert {s: list(r.answers) for s, r in run.items()} == ENGINE_ANSWERS
-    assert {s: list(r.tokens) for s, r in run.items()} == ENGINE_TOKENS
+    assert by_session(run, "answers") == ENGINE_ANSWERS
+    assert by_session(run, "tokens") == ENGINE_TOKENS
     unheld = recorded_by_session(ENGINE_SOURCE.replace(" reserve held;", ""), tmp_path, "held.sq")
     assert all(not r.answers for r in unheld.values())  # both stall growing
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import answered_at, lean_refuses_only_the_wrong, link_source, recorded_by_session
+from helpers import answered_at, by_session, lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.errors import SerqError
 from serq.leangen.kernel import kernel_program, render_kernel_module
 
@@ -82,20 +82,16 @@ PREEMPTING_SOURCE = """fn main() {
 """
 
 
-def _answers(run: dict) -> dict:
-    return {s: list(r.answers) for s, r in run.items()}
-
-
 def test_the_running_kv_sets_the_budget_and_the_chunk(tmp_path):
     run = recorded_by_session(SOURCE, tmp_path, "running_kv.sq")
-    assert _answers(run) == ANSWERS
-    assert {s: list(r.tokens) for s, r in run.items()} == TOKENS
+    assert by_session(run, "answers") == ANSWERS
+    assert by_session(run, "tokens") == TOKENS
 
 
 def test_running_kv_decode_counts_whole_blocks(tmp_path):
-    assert _answers(recorded_by_session(THRESHOLD_SOURCE, tmp_path, "blocks.sq")) == THRESHOLD_ANSWERS
+    assert by_session(recorded_by_session(THRESHOLD_SOURCE, tmp_path, "blocks.sq"), "answers") == THRESHOLD_ANSWERS
     plain = THRESHOLD_SOURCE.replace(" block 2;", "")
-    assert _answers(recorded_by_session(plain, tmp_path, "plain.sq")) == PLAIN_THRESHOLD_ANSWERS
+    assert by_session(recorded_by_session(plain, tmp_path, "plain.sq"), "answers") == PLAIN_THRESHOLD_ANSWERS
 
 
 def test_the_lean_value_reads_the_running_kv(tmp_path):

@@ -105,7 +105,10 @@ PREEMPT = "preempt by"
 EVICT = "evict by"
 EVICT_READS = ("in an `evict by` key: the interpreter reads the keys in the middle of an admission or a growth, "
                "with the pools half changed")
-_CLAUSE_VARS = {"tokens cap": ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill"),
+#: What an engine reads of its running requests as they stand (`running.*`, `waiting.count`): all that
+#: `tokens cap` reads, and what a serve key reads again before every choice in the interpreter.
+RUNNING_VARS = ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill")
+_CLAUSE_VARS = {"tokens cap": RUNNING_VARS,
                 "each at most": ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
                                  "kv_prefill"),
                 "granule": ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
@@ -384,8 +387,8 @@ class _Lowering:
         order = []
         if svc.serve.kind == "by":
             preempts = any(pool.memory_of == stage.name and pool.preempt.kind != "none" for pool in self.p.pools)
-            running = {"decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill"}
-            if preempts and any(isinstance(n, ir.Ctx) and n.var in running for k in svc.serve.keys for n in ir.walk(k)):
+            if preempts and any(isinstance(n, ir.Ctx) and n.var in RUNNING_VARS
+                                for k in svc.serve.keys for n in ir.walk(k)):
                 # the interpreter reads such keys again before every choice (`keys_dynamic`), and a
                 # preemption while serving changes what they read; the kernel reads them once
                 raise _outside(f"a serve key that reads `running.*` on engine `{stage.name}`, whose memory "

@@ -55,6 +55,7 @@ from hypothesis import strategies as st
 
 from serq.ir import models as ir
 from serq.ir.to_source import linked_attributes
+from serq.leangen.kernel import RUNNING_VARS
 from serq.leangen.kernel_drt import KernelCase, write_trace
 from serq.blocks import inner_blocks
 from serq.limits import BLOCK_DEPTH
@@ -577,7 +578,7 @@ def _memory(program: ir.Program, rng: random.Random, stage: ir.Stage, request: i
     engine = stage.service
     block = rng.choice([None, 1, 2, 3])
     preempt = _preemption(rng)
-    if engine.serve.kind == "by" and any(isinstance(n, ir.Ctx) and n.var in ("decoders", "residents", "waiting_holds")
+    if engine.serve.kind == "by" and any(isinstance(n, ir.Ctx) and n.var in RUNNING_VARS
                                          for k in engine.serve.keys for n in ir.walk(k)):
         preempt = ir.PreemptNone()  # (the fragment reads serve keys once: none that read `running.*` then)
     if engine.iteration is not None:

@@ -60,6 +60,8 @@ GENERATED_RUN_HORIZON = 100_000
 def observe_generated(case: KernelCase) -> KernelObserved:
     """What the interpreter records of a generated case's run, which must end by GENERATED_RUN_HORIZON."""
     return observe_kernel(case, horizon=GENERATED_RUN_HORIZON)
+
+
 FAILURES = REPO / "drt-failures"
 
 
