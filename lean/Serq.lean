@@ -20,11 +20,14 @@ public import Serq.KernelMachine
 public import Serq.KernelMemory
 public import Serq.Kernel
 public import Serq.KernelExclusive
+public import Serq.KernelBody
 public import Serq.KernelFacts
 public import Serq.KernelBudget
 public import Serq.KernelExclusiveBudget
+public import Serq.KernelBodyBudget
 public import Serq.KernelTimed
 public import Serq.KernelExclusiveTimed
+public import Serq.KernelBodyTimed
 public import Serq.KernelCodec
 public import Serq.KernelOracle
 public import Serq.KernelFast

@@ -852,8 +852,8 @@ def test_kernel_export_of_only():
 @pytest.mark.parametrize("schedule, what", [
     ("advance running by (-remaining);", "a negation"),
     ("advance running by (remaining / 2);", "`/` outside `floor(a / d)`"),
-    ("advance running only (decoding) each at most (3); advance running each at most (3);",
-     "a schedule other than vLLM's with `only`"),
+    ("advance running each at most (3); branch (free(reqs) > 0) { admit waiting each at most (3) taking reqs (1); }",
+     "`free(reqs)` in a schedule's guard"),
 ])
 def test_kernel_lowering_refuses_an_engine_outside(tmp_path, schedule, what):
     """(`serq lean export` says the engine model's refusal of a program with an engine outside both.)"""

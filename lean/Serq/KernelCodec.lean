@@ -1,6 +1,6 @@
 module
 
-public import Serq.KernelExclusive
+public import Serq.KernelBody
 
 /-! # Reading kernel cases from text, for the compiled differential tests
 
@@ -8,15 +8,17 @@ The kernel-checked differential tests (`decide +kernel`, one theorem per case) c
 case. The compiled path runs many more: one Lean process reads cases, one per line, runs the
 very `Serq.Kernel.agrees` the theorems state, and prints a verdict per case
 (`serq.leangen.kernel_drt.run_compiled`, the driver `serq/leangen/templates/kernel_driver.lean.j2`),
-`agreesX` (`Serq.KernelExclusive`: `agrees` when no engine is under `exclusive prefill`).
+`agreesB` (`Serq.KernelBody`: `agreesX` when no engine has an iteration body, `Serq.KernelExclusive`:
+`agrees` when none is under `exclusive prefill` either).
 
 A line is whitespace-separated natural numbers (`serq.leangen.kernel_drt.encode_case` writes
 them), in prefix form:
 
-* case: `id fuel program exclusive sessions (answers (4 each) observations (5 each) tokens (5 each))* stages
+* case: `id fuel program exclusive bodies sessions (answers (4 each) observations (5 each) tokens (5 each))* stages
   (iterations (11 each: the record's fields in order))*`, each list as its length then its elements, newest first (as
   `Serq.Kernel.Expected` and `EngineState.records`; a stage that is no engine has none), `exclusive` the
-  engines under `exclusive prefill` (`Serq.KernelExclusive`) as their count then each one's index;
+  engines under `exclusive prefill` (`Serq.KernelExclusive`) as their count then each one's index,
+  `bodies` the engines' iteration bodies (`Serq.KernelBody`) as their count then each as a block (`0`: none);
 * program: `attrs serialAt turnNoAt sessions gap init turnBlock session server stages caps keys
   blocks cachedAt computedAt engines admitVia preemptModes preemptKeys evictKeys`, the stages as their count then each service (`0` delay, `1 c`
   fifo(c), `2 e` step engine e), the caps as
@@ -34,6 +36,8 @@ them), in prefix form:
   (`Program.traceNos`) as their count then each, and the pools' `reserve held` (`Program.reserveHeld`) as
   their count then each (`1` held, `0` not);
 * block: its length, then its statements;
+* iteration statement: `0 only` advance running, `1 only gate` admit waiting (each an optional expression, `0`
+  none or `1 e`), `2 t yes no` branch (its blocks of iteration statements);
 * statement: `0` turn, `1 i e` set, `2 k e` observe, `3 t yes no` branch, `4 t body` while,
   `5 body` loop, `6` end, `7 stage w` run, `8 n (pool units reserve caches reuses lease)ⁿ reuse cache body` hold (reuse and cache
   optional expressions, `0` none or `1 e`; caches and reuses 0 or 1; lease `0` none, `1` `lease m (inf)`, `2 t`
@@ -250,6 +254,53 @@ def readStmts : Nat → Nat → List Nat → Option (List Stmt × List Nat)
 def readBlock (f : Nat) : List Nat → Option (List Stmt × List Nat)
   | n :: r => readStmts f n r
   | [] => none
+
+/-- `count` statements of an iteration body (`Serq.Kernel.IterStmt`), a branch's blocks each as its
+length then its statements. -/
+def readIterStmts : Nat → Nat → List Nat → Option (List IterStmt × List Nat)
+  | 0, _, _ => none
+  | _ + 1, 0, r => some ([], r)
+  | f + 1, count + 1, tag :: r =>
+    let rest (s : IterStmt) (r : List Nat) : Option (List IterStmt × List Nat) :=
+      match readIterStmts f count r with
+      | some (ss, r) => some (s :: ss, r)
+      | none => none
+    match tag with
+    | 0 =>
+      match readOptExpr f r with
+      | some (only, r) => rest (.serve only) r
+      | none => none
+    | 1 =>
+      match readOptExpr f r with
+      | some (only, r) =>
+        match readOptExpr f r with
+        | some (gate, r) => rest (.admit only gate) r
+        | none => none
+      | none => none
+    | 2 =>
+      match readExpr f r with
+      | some (t, n :: r) =>
+        match readIterStmts f n r with
+        | some (yes, m :: r) =>
+          match readIterStmts f m r with
+          | some (no, r) => rest (.branch t yes no) r
+          | none => none
+        | _ => none
+      | _ => none
+    | _ => none
+  | _ + 1, _ + 1, [] => none
+
+/-- `count` engines' bodies, each as its length then its statements (`0`: none). -/
+def readBodies (f : Nat) : Nat → List Nat → Option (List (List IterStmt) × List Nat)
+  | 0, r => some ([], r)
+  | count + 1, n :: r =>
+    match readIterStmts f n r with
+    | some (b, r) =>
+      match readBodies f count r with
+      | some (bs, r) => some (b :: bs, r)
+      | none => none
+    | none => none
+  | _ + 1, [] => none
 
 def readServices : Nat → List Nat → Option (List Service × List Nat)
   | 0, r => some ([], r)
@@ -492,11 +543,14 @@ def checkLine (line : String) : Option (Nat × Bool) :=
     match readProgram (tokenCount ts) r with
     | some (p, nx :: r) =>
       match readNats nx r with
-      | some (xs, n :: r) =>
-        match readExpected n r with
-        | some (es, ns :: r) =>
-          match readRecords ns r with
-          | some (rs, []) => some (id, agreesX p xs fuel es rs)
+      | some (xs, nb :: r) =>
+        match readBodies (tokenCount ts) nb r with
+        | some (bodies, n :: r) =>
+          match readExpected n r with
+          | some (es, ns :: r) =>
+            match readRecords ns r with
+            | some (rs, []) => some (id, agreesB p xs bodies fuel es rs)
+            | _ => none
           | _ => none
         | _ => none
       | _ => none

@@ -17,8 +17,11 @@ with a `queue fifo` or `queue by` (keys over the attributes, `now` and `waited`)
 (keys over a cached entry's `size`, `waiting`, its session's attributes and `now`), a `lease` on one of its
 pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
 step engines, one or several (each a stage with its own clauses, residents and records; idle engines plan
-their iterations in the stages' declaration order), with vLLM's default schedule or `exclusive prefill` (the
-engines under it listed beside the program, `KernelProgram.exclusive`: lean/Serq/KernelExclusive.lean) (`tokens
+their iterations in the stages' declaration order), with vLLM's default schedule, `exclusive prefill` (the
+engines under it listed beside the program, `KernelProgram.exclusive`: lean/Serq/KernelExclusive.lean) or an
+iteration body of `advance running [only (p)]`, `admit waiting [only (p)] [while (e)]` and `branch`, its guards
+over the running requests, the iteration's tokens so far, `running.preempted` and `waiting.admitted` (the
+bodies beside the program too, `KernelProgram.bodies`: lean/Serq/KernelBody.lean; no registers yet) (`tokens
 cap`, `each at most` and `execute` over the engine's context variables, `running.kv_decode` and
 `running.kv_prefill` included outside `execute`, `advance running [only (p)] by (keys)`
 and `admit waiting only (q)`
@@ -71,12 +74,13 @@ CACHE_READS = ("in a `cache` clause: the interpreter reads the clause at the rel
 #: What the next increments of issue 13 bring (said when a program needs it).
 _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a cap (blocks, reserves, `reserve held`, "
           "the prefix cache with `evict lru` or `evict by`, leases, the pools' observables), step engines, one "
-          "or several, each with vLLM's default schedule, its serve order and `only` included, or `exclusive "
-          "prefill`, clauses that read the running requests (their KV included), an `execute` cost "
+          "or several, each with vLLM's default schedule, its serve order and `only` included, `exclusive "
+          "prefill` or an iteration body of `advance running`, `admit waiting` and `branch` statements, clauses "
+          "that read the running requests (their KV included), an `execute` cost "
           "over the batch (its KV sums included), each engine's KV memory whose "
           "holds grow with `growing` runs, preempting (`preempt lifo`, `preempt by`) or not, and `grow` on a "
           "pool that does not preempt; "
-          "the stages' observables and other iteration bodies come next")
+          "the stages' observables and an engine's registers (`state`, `set`) come next")
 
 #: An engine's context variables its clauses may read, as `Serq.Kernel.StageVar` places them, per clause
 #: (the interpreter's `_RUNNING`, `_PLANNED`, `_BATCH` in serq/sim/build.py). In `execute`, `kv_decode` and
@@ -86,7 +90,8 @@ _LATER = ("the kernel fragment has delay and fifo(c) stages, holds on pools of a
 STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiting_holds": 4,
               "decoding": 5, "admission": 6, "remaining": 7, "position": 8, "size": 9, "waiting": 10,
               "budget_left": 11,  # (`budget_left(S)` where S admits: `Serq.Kernel.admissionStage`)
-              "kv_decode": 12, "kv_prefill": 13, "attention2": 14}
+              "kv_decode": 12, "kv_prefill": 13, "attention2": 14,
+              "preempted": 15, "admitted": 16}  # (in a schedule's guards: `Serq.Kernel.guardVars`)
 #: Why `batch.attention` is read only as `floor(batch.attention [/ d])` or `ceil(batch.attention [/ d])`.
 ATTENTION_READS = ("`batch.attention` outside `floor(batch.attention)`, `ceil(batch.attention)` or those of "
                    "`batch.attention / d`: the attention Σ n * (p + n / 2) is a half when a batch's Σ n² is odd, "
@@ -105,6 +110,10 @@ PREEMPT = "preempt by"
 EVICT = "evict by"
 EVICT_READS = ("in an `evict by` key: the interpreter reads the keys in the middle of an admission or a growth, "
                "with the pools half changed")
+#: A guard of an engine's iteration body (`branch (e)`, `admit waiting … while (e)`): it reads the running
+#: requests as they stand, the iteration's tokens so far and its counts `running.preempted` and
+#: `waiting.admitted` (the interpreter's `guard_ctx`, `Serq.Kernel.guardVars`).
+GUARD = "a schedule's guard"
 #: What an engine reads of its running requests as they stand (`running.*`, `waiting.count`): all that
 #: `tokens cap` reads, and what a serve key reads again before every choice in the interpreter.
 RUNNING_VARS = ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill")
@@ -119,6 +128,8 @@ _CLAUSE_VARS = {"tokens cap": RUNNING_VARS,
                               "admission", "remaining"),
                 ONLY: ("decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill", "decoding", "admission",
                        "remaining"),
+                GUARD: ("tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode", "kv_prefill",
+                        "preempted", "admitted"),
                 PREEMPT: ("decoding", "admission", "position"),
                 EVICT: ("size", "waiting")}
 
@@ -168,6 +179,10 @@ class KernelProgram:
     # the engines (indices into `engines`) under `exclusive prefill; admit waiting while (running.preempted == 0);`
     # (the IR's `serve` `ExclusivePrefill`): `Serq.Kernel.runProgramX`'s `xs` (lean/Serq/KernelExclusive.lean)
     exclusive: list[int] = field(default_factory=list)
+    # per engine, its iteration body (`Serq.Kernel.IterStmt`s as `LStmt`s `serve`, `admit`, `branch`; empty: vLLM's
+    # schedule, its `only` included, or `exclusive prefill`): `Serq.Kernel.runProgramB`'s `bodies`
+    # (lean/Serq/KernelBody.lean)
+    bodies: list[tuple] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
     preempt_modes: list[int] = field(default_factory=list)
@@ -225,6 +240,7 @@ class _Lowering:
         self.admitting_engine: str | None = None
         self.engines: list[tuple] = []
         self.exclusive: list[int] = []
+        self.bodies: list[tuple] = []
 
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
@@ -261,7 +277,7 @@ class _Lowering:
             serial_at=self.attr_at["serial"], turn_no_at=self.attr_at["turn_no"],
             init=init, turn_block=turn_block, session=session,
             server=server, sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
-            exclusive=self.exclusive,
+            exclusive=self.exclusive, bodies=self.bodies if any(self.bodies) else [],
             admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys,
             trace=trace, reserve_held=[bool(pool.reserve_held) for pool in p.pools])
 
@@ -368,15 +384,15 @@ class _Lowering:
 
     def engine(self, stage: ir.Stage, svc: ir.Step) -> tuple:
         """A step engine under vLLM's default schedule (`advance running [by (keys)]; admit waiting
-        while (running.preempted == 0);`: no iteration body) or `exclusive prefill` (recorded in
-        `exclusive`: its `Engine` value is the default schedule's, with no serve keys and no `only`), its
-        clauses and serve keys lowered."""
+        while (running.preempted == 0);`: no iteration body; with `only` on both statements, the two-statement
+        body the `Engine` value's `serveOnly`, `admitOnly` and `admitGated` say), `exclusive prefill`
+        (recorded in `exclusive`: its `Engine` value is the default schedule's, with no serve keys and no
+        `only`) or any other body (recorded in `bodies`, `iteration_block`; its `Engine` value's `only` none),
+        its clauses and serve keys lowered."""
         where = stage.at, self.base
-        for present, what in ((svc.iteration is not None and not _is_vllm_with_only(svc.iteration),
-                               "a schedule other than vLLM's with `only` (a branch, a set, another order or gate)"),
-                              (bool(svc.registers), "registers")):
-            if present:
-                raise _outside(f"{what} on engine `{stage.name}`: {_LATER}", *where)
+        if svc.registers:
+            raise _outside(f"registers on engine `{stage.name}`: {_LATER}", *where)
+        has_body = svc.iteration is not None and not _is_vllm_with_only(svc.iteration)
         if isinstance(svc.budget, ir.Inf):
             raise _outside(f"`tokens cap inf` on engine `{stage.name}`: the fragment's budgets are whole numbers",
                            *where)
@@ -397,11 +413,12 @@ class _Lowering:
                 order = [self.expr(k, stage.at) for k in svc.serve.keys]
         clauses.append(tuple(order))
         # `only (p)` on `advance running` and on `admit waiting` (none: every request)
-        for only in ((None, None) if svc.iteration is None else (svc.iteration[0].only, svc.iteration[1].only)):
+        for only in ((None, None) if svc.iteration is None or has_body
+                     else (svc.iteration[0].only, svc.iteration[1].only)):
             with self.lowering(engine_clause=ONLY):
                 clauses.append(None if only is None else self.expr(only, stage.at))
         # vLLM's default schedule (no IR body) has the gate without writing it out
-        clauses.append(svc.iteration is None or svc.iteration[1].gate is not None)
+        clauses.append(svc.iteration is None or has_body or svc.iteration[1].gate is not None)
         # `granule g`, read as the iteration starts as `each at most` is (none, and `inf`: 0, no granule)
         if svc.granule is None or isinstance(svc.granule, ir.Inf):
             clauses.append(LExpr("num", (0,)))
@@ -410,8 +427,35 @@ class _Lowering:
                 clauses.append(self.expr(svc.granule, stage.at))
         if svc.serve.kind == "exclusive_prefill":
             self.exclusive.append(len(self.engines))
+        self.bodies.append(self.iteration_block(svc.iteration, stage) if has_body else ())
         self.engines.append(tuple(clauses))
         return ("step", len(self.engines) - 1)
+
+    def iteration_block(self, stmts: list, stage: ir.Stage) -> tuple[LStmt, ...]:
+        """An engine's iteration body (`Serq.Kernel.IterStmt`): `advance running [only (p)]` a `serve`,
+        `admit waiting [only (p)] [while (e)]` an `admit`, `branch` a `branch`; a guard and a gate read
+        what `Serq.Kernel.guardVars` holds (`GUARD`). A `set` writes a register, which the fragment has
+        not yet."""
+        out = []
+        for s in stmts:
+            if s.kind == "set":
+                raise _outside(f"`set {s.name}` in the schedule of engine `{stage.name}`: registers are not in "
+                               f"the fragment yet; {_LATER}", stage.at, self.base)
+            if s.kind == "branch":
+                out.append(LStmt("branch", (self.guard(s.test, stage),),
+                                 (self.iteration_block(s.then, stage), self.iteration_block(s.otherwise, stage))))
+                continue
+            with self.lowering(engine_clause=ONLY):
+                only = None if s.only is None else self.expr(s.only, stage.at)
+            if s.kind == "serve":
+                out.append(LStmt("serve", (only,)))
+            else:
+                out.append(LStmt("admit", (only, None if s.gate is None else self.guard(s.gate, stage))))
+        return tuple(out)
+
+    def guard(self, e, stage: ir.Stage) -> LExpr:
+        with self.lowering(engine_clause=GUARD, pool_state_refused="in a schedule's guard"):
+            return self.expr(e, stage.at)
 
     def block(self, body: list) -> list[LStmt]:
         out: list[LStmt] = []
@@ -819,6 +863,27 @@ def lean_stmt(s: LStmt, indent: int = 0) -> str:
     raise ValueError(c)
 
 
+def lean_iteration_block(stmts, indent: int = 0) -> str:
+    """A Lean `List IterStmt` term (an engine's iteration body), one statement per line."""
+    if not stmts:
+        return "[]"
+    pad = "  " * (indent + 1)
+
+    def stmt(s: LStmt) -> str:
+        if s.ctor == "serve":
+            return f".serve {_lean_option(s.args[0])}"
+        if s.ctor == "admit":
+            return f".admit {_lean_option(s.args[0])} {_lean_option(s.args[1])}"
+        return (f".branch {lean_expr(s.args[0])} {lean_iteration_block(s.blocks[0], indent + 1)} "
+                f"{lean_iteration_block(s.blocks[1], indent + 1)}")
+    return "[\n" + ",\n".join(pad + stmt(s) for s in stmts) + "]"
+
+
+def lean_bodies(kp: KernelProgram) -> str:
+    """The engines' iteration bodies as a Lean `List (List IterStmt)` (`[]` for an engine without one)."""
+    return "[" + ", ".join(lean_iteration_block(b, 1) for b in kp.bodies) + "]"
+
+
 def _lean_bool(b: bool) -> str:
     return "true" if b else "false"
 
@@ -880,7 +945,8 @@ def render_kernel_template(template: str, **context) -> str:
     """A template that includes `kernel_values.lean.j2` (a program's value), with the helpers it calls."""
     return environment().get_template(template).render(
         block=lean_block, services=lean_services, queue_keys=lean_queue_keys, preempt_keys=lean_preempt_keys,
-        evict_keys=lean_evict_keys, engines=lean_engines, trace_places=trace_places, trace_rows=lean_trace_rows,
+        evict_keys=lean_evict_keys, engines=lean_engines, bodies=lean_bodies, trace_places=trace_places,
+        trace_rows=lean_trace_rows,
         **context)
 
 

@@ -204,6 +204,34 @@ def _block_tokens(block, out: list) -> None:
             _block_tokens(b, out)
 
 
+def _optional_tokens(e, out: list) -> None:
+    """An optional expression (`Serq.Kernel.readOptExpr`): 0 none, 1 e."""
+    if e is None:
+        out.append(0)
+    else:
+        out.append(1)
+        _expr_tokens(e, out)
+
+
+#: `Serq.Kernel.IterStmt`'s constructors' tags on a case line (`Serq.Kernel.readIterStmts`).
+_ITER_TAGS = {"serve": 0, "admit": 1, "branch": 2}
+
+
+def _iteration_tokens(block, out: list) -> None:
+    """An engine's iteration body: its length, then each statement (`serve only`, `admit only gate`,
+    `branch test yes no`)."""
+    out.append(len(block))
+    for s in block:
+        out.append(_ITER_TAGS[s.ctor])
+        if s.ctor == "branch":
+            _expr_tokens(s.args[0], out)
+            for b in s.blocks:
+                _iteration_tokens(b, out)
+        else:
+            for e in s.args:
+                _optional_tokens(e, out)
+
+
 def _key_lists_tokens(lists, out: list) -> None:
     """Per pool, its keys (`Serq.Kernel.readKeyLists`): their count, then each list as its length and
     its expressions."""
@@ -238,11 +266,7 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
         for k in order:
             _expr_tokens(k, out)
         for only in (serve_only, admit_only):  # 0 none, 1 e
-            if only is None:
-                out.append(0)
-            else:
-                out.append(1)
-                _expr_tokens(only, out)
+            _optional_tokens(only, out)
         out.append(1 if gated else 0)
         _expr_tokens(granule, out)
     out.append(len(p.admit_via))
@@ -270,6 +294,9 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.extend(1 if h else 0 for h in p.reserve_held)
     out.append(len(p.exclusive))
     out.extend(p.exclusive)
+    out.append(len(p.bodies))
+    for body in p.bodies:
+        _iteration_tokens(body, out)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):
@@ -288,7 +315,8 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
 #: The modules whose definitions the compiled driver declares again (in this order), and where each
 #: one's executable part ends (its theorems follow).
 DRIVER_MODULES = (("KernelMachine.lean", None), ("KernelMemory.lean", None), ("Kernel.lean", None),
-                  ("KernelExclusive.lean", "/-! ### No engine under"), ("KernelCodec.lean", None))
+                  ("KernelExclusive.lean", "/-! ### No engine under"),
+                  ("KernelBody.lean", "/-! ### A body's serving"), ("KernelCodec.lean", None))
 
 
 def driver_semantics(root: Path | None = None) -> str:

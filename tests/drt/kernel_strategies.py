@@ -254,6 +254,7 @@ def kernel_case(rng: random.Random) -> KernelCase:
     _reserve_held(program, rng)
     _grows(program, rng)
     _running_kv(program, rng)
+    _iteration_body(program, rng)
     _within_block_depth(program)
     # (no draw: the attribute table the language derives, every attribute read and set nowhere set to 0 in
     # `init`, as it reads anyway, so that the program is one a `.sq` says: its reproducer's `case.sq`)
@@ -354,6 +355,63 @@ def _running_kv(program: ir.Program, rng: random.Random) -> None:
             widen = lambda p: None if p is None else _bin("or", p, even)  # noqa: E731
             engine.iteration = [ir.IterServe(only=widen(serve.only)), ir.IterAdmit(only=widen(admit.only),
                                                                                    gate=admit.gate)]
+
+
+def _iteration_body(program: ir.Program, rng: random.Random) -> None:
+    """Drawn after everything else (the rest of a seed's program stays what it was): in one program in two
+    with a step engine, each engine not under `exclusive prefill`, one in two, plans its iterations from a
+    body of three or four statements: `advance running [only (p)]`, `admit waiting [only (p)] [while (e)]`
+    and `branch (e) { … } else { … }` (blocks of one or two of them, two deep at most), with one `advance
+    running` and one `admit waiting` outside every branch, its gate letting the iteration's first admission
+    through (a body whose guards never admit leaves the engine idle, and its case tests nothing). Guards and gates read what a guard may (`batch.tokens`, `batch.prefilled`, `running.*`,
+    `waiting.count`, `running.preempted`, `waiting.admitted`) against small constants, so that each of them
+    moves within an iteration: served decodes first and the prefills only when they took nothing, one
+    admission an iteration, admissions until a preemption, and so on."""
+    stages = [stage for stage in program.stages
+              if isinstance(stage.service, ir.Step) and stage.service.serve.kind != "exclusive_prefill"]
+    if not stages or rng.randrange(2):
+        return
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
+    # (the iteration's tokens so far thrice: what the statements before a guard did is what a body adds)
+    readable = ["tokens", "tokens", "tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
+                "kv_prefill", "preempted", "admitted"]
+
+    def guard():
+        op = rng.choice(["eq", "lt", "gt", "le"])
+        test = _bin(op, ctx(rng.choice(readable)), _num(rng.randint(0, 3)))
+        if rng.randrange(4) == 0:
+            test = _bin(rng.choice(["and", "or"]), test, _bin("eq", ctx(rng.choice(readable)), _num(rng.randint(0, 2))))
+        return test
+
+    def only():
+        return rng.choice([None, None, *_only_predicates(rng)])
+
+    def gate():  # (each lets the iteration's first admission through when nothing preempted)
+        k = rng.randint(1, 3)
+        return rng.choice([None, ir.Unary(op="not", arg=ctx("preempted")), _bin("lt", ctx("admitted"), _num(k)),
+                           _bin("lt", ctx("tokens"), _num(k + 1)),
+                           _bin("and", _bin("eq", ctx("preempted"), _num(0)), _bin("lt", ctx("admitted"), _num(k)))])
+
+    def plain():
+        if rng.randrange(2):
+            return ir.IterServe(only=only())
+        return ir.IterAdmit(only=only(), gate=rng.choice([gate(), guard()]))
+
+    def statement(depth: int):
+        if depth < 2 and rng.randrange(3) == 0:
+            return ir.IterBranch(test=guard(), then=[statement(depth + 1) for _ in range(rng.randint(1, 2))],
+                                 otherwise=[statement(depth + 1) for _ in range(rng.randint(0, 2))])
+        return plain()
+
+    for stage in stages:
+        if rng.randrange(2):
+            continue
+        body = [statement(0) for _ in range(rng.randint(1, 2))]
+        # outside every branch, a request is admitted and the residents are served (so that the engine works
+        # whatever its guards read)
+        body.insert(rng.choice([0, rng.randint(0, len(body))]), ir.IterServe(only=rng.choice([None, None, only()])))
+        body.insert(rng.randint(0, len(body)), ir.IterAdmit(only=rng.choice([None, None, only()]), gate=gate()))
+        stage.service.iteration = body
 
 
 def _grows(program: ir.Program, rng: random.Random) -> None:
@@ -531,19 +589,26 @@ def _only(program: ir.Program, rng: random.Random) -> None:
     if not engines or rng.randrange(2):
         return
     ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
+    predicates = _only_predicates(rng)
+    for engine in engines:
+        p = rng.choice(predicates)
+        serve_only, admit_only = rng.choice([(p, p), (p, p), (p, None), (None, p)])
+        engine.iteration = [ir.IterServe(only=serve_only),
+                            ir.IterAdmit(only=admit_only, gate=ir.Unary(op="not", arg=ctx("preempted")))]
+
+
+def _only_predicates(rng: random.Random) -> list:
+    """The `only` predicates the generator gives a statement: FasterTransformer's phases, prefills alone while
+    one runs, the short runs (a long one waits until it is alone), or a session's attribute."""
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
     decoding, prefilling = ctx("decoding"), ir.Unary(op="not", arg=ctx("decoding"))
-    predicates = [
+    return [
         ir.Cond(test=_bin("gt", ctx("decoders"), _num(0)), then=decoding, otherwise=prefilling),
         ir.Cond(test=_bin("lt", ctx("decoders"), ctx("residents")), then=prefilling, otherwise=decoding),
         _bin("or", _bin("le", ctx("remaining"), _num(rng.randint(2, 5))), _bin("eq", ctx("residents"), _num(1))),
         _bin("or", _bin("eq", _bin("mod", ir.Attr(name=rng.choice(BUILTINS[2:] + SESSION_VALUES)), _num(2)), _num(0)),
              _bin("ge", ctx("admission"), _num(rng.randint(1, 6)))),
     ]
-    for engine in engines:
-        p = rng.choice(predicates)
-        serve_only, admit_only = rng.choice([(p, p), (p, p), (p, None), (None, p)])
-        engine.iteration = [ir.IterServe(only=serve_only),
-                            ir.IterAdmit(only=admit_only, gate=ir.Unary(op="not", arg=ctx("preempted")))]
 
 
 PREEMPT_WORK = 4  # the most tokens a run asks when its KV pool preempts

@@ -21,7 +21,6 @@ import subprocess
 import sys
 import time
 from collections import deque
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -182,7 +181,6 @@ class _NewestFirst(deque):
         return self.pop()
 
 
-@contextmanager
 def _fifo_serves_newest():
     """A planted bug in the interpreter: a fifo stage's free server takes the job that came last."""
     init = FifoStage.__init__
@@ -190,12 +188,9 @@ def _fifo_serves_newest():
     def patched(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self.q = _NewestFirst()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(FifoStage, "__init__", patched)
-        yield
+    return FifoStage, "__init__", patched
 
 
-@contextmanager
 def _no_head_of_line_blocking():
     """A planted bug in the interpreter: a pool admits every waiting hold that fits, passing over a
     head that does not."""
@@ -205,12 +200,9 @@ def _no_head_of_line_blocking():
             if self.try_admit(F):
                 progress = True
         return progress
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "retry_queue", retry_queue)
-        yield
+    return Engine, "retry_queue", retry_queue
 
 
-@contextmanager
 def _queue_ties_to_the_last():
     """A planted bug in the interpreter: a `queue by` tie goes to the hold that joined last."""
     def select_head(self, m):
@@ -219,29 +211,20 @@ def _queue_ties_to_the_last():
             return q[0]
         now = self.now
         return min(reversed(q), key=lambda F: m.queue_keys(self, F.thread, F.thread.A, now - F.joined))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "select_head", select_head)
-        yield
+    return Engine, "select_head", select_head
 
 
-@contextmanager
 def _release_waits_for_the_end():
     """A planted bug in the interpreter: `release m` gives nothing back; the hold's end does."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "release_alloc", lambda self, T, F, i: None)
-        yield
+    return Engine, "release_alloc", lambda self, T, F, i: None
 
 
-@contextmanager
 def _units_not_in_blocks():
     """A planted bug in the interpreter: a pool of blocks takes units and reserves as they are,
     not rounded up to whole blocks."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(PoolMember, "up", lambda self, u: u)
-        yield
+    return PoolMember, "up", lambda self, u: u
 
 
-@contextmanager
 def _evicts_from_the_head():
     """A planted bug in the interpreter, issue 13's "eviction from the head of an entry": a pool
     evicts an entry's blocks from its head, so what is left of it is no prefix of the session's and
@@ -254,12 +237,9 @@ def _evicts_from_the_head():
             e.dead = True
             if self.live.get(e.serial) is e:
                 del self.live[e.serial]
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(PoolMember, "_evict_from", patched)
-        yield
+    return PoolMember, "_evict_from", patched
 
 
-@contextmanager
 def _free_counts_the_cache():
     """A planted bug in the interpreter: `free(m)` takes the pool's cached entries off too, as if a
     cache that gives way to any admission were not room."""
@@ -270,15 +250,16 @@ def _free_counts_the_cache():
             m = self.member("pool", e.pool, env)
             return f"({m}.cap - {m}.used - {m}.cached)"
         return expr(self, e, env)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(ProgramCompiler, "expr", patched)
-        yield
+    return ProgramCompiler, "expr", patched
 
 
 def _by_patching(patch):
-    """A planted bug in the interpreter: the right program, run by a patched copy of the semantics."""
+    """A planted bug in the interpreter: the right program, run by a patched copy of the semantics (`patch()`
+    says what to replace: a class, its attribute's name and the replacement)."""
     def wrong(case: KernelCase, right: KernelObserved) -> list:
-        with patch():
+        owner, name, replacement = patch()
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(owner, name, replacement)
             return recorded_run(case.program, right.value)
     return wrong
 
@@ -348,29 +329,22 @@ def _only_ignored_on_admit(case: KernelCase, right: KernelObserved) -> list:
     return recorded_run(program, right.value)
 
 
-@contextmanager
 def _serve_ties_to_the_last():
     """A planted bug in the interpreter: residents whose serve keys tie are served last admitted first."""
     def _sorted(self, jobs):
         keys = self.spec.keys
         return sorted(jobs, key=lambda J: (keys(self.E, self, J, J.T.A), -J.adm))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StepStage, "_sorted", _sorted)
-        yield
+    return StepStage, "_sorted", _sorted
 
 
-@contextmanager
 def _requeue_at_the_tail():
     """A planted bug in the interpreter, issue 13's "requeue at the tail instead of the head": a preempted
     request re-enters its queue as a newcomer (at the back, or where an engine's queue puts the turns
     created at its instant), whatever its pool's `requeue` says."""
     enqueue = Engine.enqueue
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "enqueue", lambda self, F, head: enqueue(self, F, False))
-        yield
+    return Engine, "enqueue", lambda self, F, head: enqueue(self, F, False)
 
 
-@contextmanager
 def _evicts_in_release_order():
     """A planted bug in the interpreter: a pool's `evict by` keys are ignored, its cache evicted in release
     order as under `evict lru` (a program without `evict by` is left as it is)."""
@@ -379,12 +353,9 @@ def _evicts_in_release_order():
     def patched(self, *args, **kwargs):
         init(self, *args, **kwargs)
         self.evict_by = False
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(PoolMember, "__init__", patched)
-        yield
+    return PoolMember, "__init__", patched
 
 
-@contextmanager
 def _granule_admits_after():
     """A planted bug in the interpreter: a prefill the granule passes over (its chunk, short of its
     remainder, cut to no whole granule) does not end the iteration's admissions."""
@@ -394,21 +365,15 @@ def _granule_admits_after():
         before = self.stop_admit
         serve_one(self, J)
         self.stop_admit = before
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StepStage, "serve_one", patched)
-        yield
+    return StepStage, "serve_one", patched
 
 
-@contextmanager
 def _lease_never_expires():
     """A planted bug in the interpreter: a lease's time is ignored, so it lasts until a `release` or the
     session's end, as `lease m (inf)` does (a program without a finite lease is left as it is)."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "lease_expired", lambda self, a, seq: None)
-        yield
+    return Engine, "lease_expired", lambda self, a, seq: None
 
 
-@contextmanager
 def _trace_replayed_in_arrival_order():
     """A planted bug in the interpreter's trace replay: the k-th session to arrive replays the file's k-th
     trace session (`serial % n`), not the one whose arrival it is, as if the file were in arrival order (a
@@ -418,12 +383,9 @@ def _trace_replayed_in_arrival_order():
             self.pending.pop()
         i = S.serial % len(self.sessions)
         S.trace, S.trace_no, S.trace_pos = self.sessions[i], i, 0
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(TraceReplay, "assign", assign)
-        yield
+    return TraceReplay, "assign", assign
 
 
-@contextmanager
 def _kv_prefill_after_the_chunk():
     """A planted bug in the batch's KV sums: `batch.kv_prefill` reads a prefill's position after the
     iteration's tokens (p + n), as if its growing hold advanced while the batch is planned, not at the
@@ -435,12 +397,9 @@ def _kv_prefill_after_the_chunk():
         serve_one(self, J)
         if not J.dec and J.alloc is not None and J.sched > before:
             self.b_kvp += J.sched - before
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StepStage, "serve_one", patched)
-        yield
+    return StepStage, "serve_one", patched
 
 
-@contextmanager
 def _engines_plan_last_declared_first():
     """A planted bug in the interpreter: at an instant where several idle engines plan an iteration, the one
     declared last plans first (the reference's *Ties*: the stages' declaration order), so that its admissions
@@ -454,24 +413,18 @@ def _engines_plan_last_declared_first():
             return start(self)
         finally:
             self.step_stages = steps
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "_start_iterations", patched)
-        yield
+    return Engine, "_start_iterations", patched
 
 
-@contextmanager
 def _waiting_counts_every_engine():
     """A planted bug in the interpreter: an engine's `waiting.count` (`waiting_holds`, which its clauses read)
     counts the holds waiting in every engine's queues, not only in those it admits (a program of one engine is
     left as it is)."""
     def nwait(self):
         return float(sum(len(m.queue) for st in self.E.step_stages for m in st.admits))
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StepStage, "nwait", nwait)
-        yield
+    return StepStage, "nwait", nwait
 
 
-@contextmanager
 def _exclusive_admits_after_a_prefill():
     """A planted bug in the engines: under `exclusive prefill`, an iteration that selected a prefill (a running
     one, or a waiting one that displaced the decodes) goes on admitting the waiting with the budget left, each
@@ -484,12 +437,9 @@ def _exclusive_admits_after_a_prefill():
         if not self.n_pre and any(not J.dec and J.sched > 0.0 for J in self.batch):
             self.stop_admit = False
             self.admit(None, None, until_preempted=True)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StepStage, "plan_exclusive", patched)
-        yield
+    return StepStage, "plan_exclusive", patched
 
 
-@contextmanager
 def _grow_ignores_blocks():
     """A planted bug in the interpreter: a `grow` on a pool of blocks that does not preempt asks its units as they
     are, not rounded up to whole blocks, as it grows then (a program without such a `grow` is left as it is)."""
@@ -505,12 +455,9 @@ def _grow_ignores_blocks():
             return grow(self, T, F, i, d)
         finally:
             PoolMember.up = up
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(Engine, "grow", patched)
-        yield
+    return Engine, "grow", patched
 
 
-@contextmanager
 def _running_kv_decode_unrounded():
     """A planted bug in the engines: `running.kv_decode`, which an engine's `tokens cap`, `each at most`, serve
     keys and `only` read, sums the decoders' positions, not the whole blocks that cover them (a program whose
@@ -518,9 +465,35 @@ def _running_kv_decode_unrounded():
     def kvd(self):
         self.sync()
         return math.fsum(J.alloc.pos for J in self.res if J.dec and J.alloc is not None)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(StepStage, "kvd", kvd)
-        yield
+    return StepStage, "kvd", kvd
+
+
+def _guards_read_no_tokens():
+    """A planted bug in the engines: a guard of an iteration body (`branch (e)`, `admit waiting while (e)`) reads
+    `batch.tokens` as the iteration starts, 0, not the tokens the statements before it scheduled (a program whose
+    guards read no `batch.tokens` is left as it is)."""
+    guard = StepStage._guard
+
+    def patched(self, fn, loc):
+        tokens, self.b_tok = self.b_tok, 0.0
+        try:
+            return guard(self, fn, loc)
+        finally:
+            self.b_tok = tokens
+    return StepStage, "_guard", patched
+
+
+def _admissions_not_counted():
+    """A planted bug in the engines: `waiting.admitted`, which a body's guards read, stays 0 however many requests
+    the iteration admitted (a program whose guards read no `waiting.admitted` is left as it is)."""
+    admit_one = StepStage.admit_one
+
+    def patched(self):
+        fresh = admit_one(self)
+        if fresh is not None:
+            self.n_adm -= 1
+        return fresh
+    return StepStage, "admit_one", patched
 
 
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
@@ -562,8 +535,10 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "waiting_counts_every_engine": _by_patching(_waiting_counts_every_engine),
            "exclusive_admits_after_a_prefill": _by_patching(_exclusive_admits_after_a_prefill),
            "grow_ignores_blocks": _by_patching(_grow_ignores_blocks),
-           "running_kv_decode_unrounded": _by_patching(_running_kv_decode_unrounded)}
-PLANTED_SEARCH = 4000  # seeds tried for a planted bug's cases (requeue_at_the_tail's are the rarest)
+           "running_kv_decode_unrounded": _by_patching(_running_kv_decode_unrounded),
+           "guards_read_no_tokens": _by_patching(_guards_read_no_tokens),
+           "admissions_not_counted": _by_patching(_admissions_not_counted)}
+PLANTED_SEARCH = 8000  # seeds tried for a planted bug's cases (the iteration bodies' bugs are the rarest: 2 to 3 in 4000)
 # cases per planted bug among the compiled lines
 PLANTED_WANTED = 4
 # of which the kernel checks the first of each bug: every bug refuted by `decide +kernel` as well as by the
@@ -746,10 +721,19 @@ def test_a_reproducer_the_language_does_not_say_has_no_source(tmp_path):
 
 
 # ------------------------------------------------------------------ the compiled path
-@pytest.mark.parametrize("seed", [7, 4])  # (seed 4: an engine under `exclusive prefill`)
+# seed 7's engine's iteration body, `advance running only (remaining <= 3 || running.count == 1); admit waiting
+# while (waiting.admitted < 2); advance running;`, as KernelCodec's `readBodies` reads it: one engine, 3
+# statements; a serve (0) with a predicate (1): `or` (11) of `le` (7) of `remaining` (`StageVar` 7) and 3, `eq`
+# (4) of `running.count` (3) and 1; an admit (1) with no predicate (0) and a gate (1): `lt` (6) of
+# `waiting.admitted` (16) and 2; a serve with none. Seed 4's engine (under `exclusive prefill`) has none.
+BODY_TOKENS = {7: [1, 3, 0, 1, 4, 11, 4, 7, 15, 7, 0, 3, 4, 4, 15, 3, 0, 1, 1, 0, 1, 4, 6, 15, 16, 0, 2, 0, 0],
+               4: [0]}
+
+
+@pytest.mark.parametrize("seed", [7, 4])  # (seed 4: an engine under `exclusive prefill`; seed 7: a body)
 def test_a_case_line_is_the_programs_tokens(seed):
     """The encoding of lean/Serq/KernelCodec.lean: prefix form, lists by their length, newest first; the
-    engines under `exclusive prefill` after the program, before the sessions."""
+    engines under `exclusive prefill` and the engines' iteration bodies after the program, before the sessions."""
     case = kernel_case(random.Random(seed))
     observed = observe_kernel(case)
     line = encode_case(42, observed, fuel=99).split()
@@ -758,7 +742,8 @@ def test_a_case_line_is_the_programs_tokens(seed):
                         str(p.gap)]
     assert all(t.isdigit() for t in line)
     assert bool(p.exclusive) == (seed == 4)
-    tail = [len(p.exclusive), *p.exclusive, len(observed.sessions)]
+    assert bool(p.bodies) == (seed == 7)
+    tail = [len(p.exclusive), *p.exclusive, *BODY_TOKENS[seed], len(observed.sessions)]
     for s in observed.sessions:
         tail += [len(s.answers), *[x for a in reversed(s.answers) for x in a]]
         tail += [len(s.observations), *[x for o in reversed(s.observations) for x in o]]
