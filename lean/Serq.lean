@@ -84,6 +84,7 @@ public import Serq.KernelOracleDistinct
 public import Serq.KernelRequests
 public import Serq.KernelKv
 public import Serq.KernelKvRun
+public import Serq.KernelBodyKv
 public import Serq.KernelOracleKv
 public import Serq.KernelFound
 public import Serq.KernelFoundRun

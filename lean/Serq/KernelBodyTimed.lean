@@ -23,56 +23,85 @@ causality; `startBody` ends as `startIteration` does.
 
 namespace Serq.Kernel
 
-section Preserves
+section Invariant
 
-variable (p : Program) (s chunk : Nat) (keys : List Expr) (R : Machine → Machine → Prop)
-  (hrefl : ∀ m, R m m) (htrans : ∀ a b c, R a b → R b c → R a c)
-  (hfuel : ∀ m, R m { m with outOfFuel := true })
-  (hserve : ∀ q ts m b, R m (serveIn p s chunk q ts m b).1)
-  (hadmit : ∀ f i k q m b, R m (admitOne p f s chunk i k q m b).1)
+variable (p : Program) (s chunk : Nat) (keys : List Expr) (I : Machine → Prop)
+  (hfuel : ∀ m, I m → I { m with outOfFuel := true })
+  (hserve : ∀ q rs m b, I m → I (serveIn p s chunk q (threadsOf rs) m b).1)
+  (hadmit : ∀ f i q m b, I m → firstQueue s 0 p.admitVia m.pools = some i →
+    fits p m.threads ⟨p.caps, m.pools,
+      (getThread m.threads (getWaiter (getPool m.pools i).queue (select p m i (getPool m.pools i).queue)).thread).serial,
+      admissionStage chunk b.budget⟩
+      (getThread m.threads (getWaiter (getPool m.pools i).queue (select p m i (getPool m.pools i).queue)).thread).attrs
+      m.now (getWaiter (getPool m.pools i).queue (select p m i (getPool m.pools i).queue)).on = true →
+    I (admitOne p f s chunk i (select p m i (getPool m.pools i).queue) q m b).1)
 
-include hrefl htrans hfuel hadmit in
-theorem admitB_preserves (q g : Option Expr) (f : Nat) (pl : Plan) : R pl.m (admitB p s chunk q g f pl).m := by
-  fun_induction admitB p s chunk q g f pl
-  all_goals first
-    | exact hrefl _
-    | exact hfuel _
-    | (rename_i ih
-       refine htrans _ _ _ ?_ ih
-       dsimp only
-       rw [admitOneB_fst]
-       exact hadmit ..)
+include hfuel hadmit in
+theorem admitB_inv (q g : Option Expr) : ∀ (f : Nat) (pl : Plan), I pl.m → I (admitB p s chunk q g f pl).m := by
+  intro f
+  induction f with
+  | zero => intro pl hm; exact hfuel _ hm
+  | succ f ih =>
+    intro pl hm
+    simp only [admitB]
+    repeat' split
+    all_goals first
+      | exact hm
+      | (apply ih
+         dsimp only
+         rw [admitOneB_fst]
+         apply hadmit f _ q pl.m pl.b hm
+         · assumption
+         · assumption)
 
-include hrefl htrans hfuel hserve hadmit in
-/-- Whatever relation between machines `serveIn`, `admitOne` and cutting the fuel keep (reflexive and
-transitive), a body's plan keeps. -/
-theorem planBody_preserves (f : Nat) : ∀ (n : Nat) (body : List IterStmt) (pl : Plan),
-    R pl.m (planBody p f s chunk keys n body pl).m := by
+/-- The residents' order `advance running` reads is some residents' threads. -/
+theorem serveOrder_threadsOf (m : Machine) : ∀ keys : List Expr, ∃ rs, serveOrder p m s keys = threadsOf rs
+  | [] => ⟨_, rfl⟩
+  | _ :: _ => ⟨_, rfl⟩
+
+include hfuel hserve hadmit in
+/-- Whatever property of machines `serveIn` (over some residents' threads), `admitOne` (of the head it
+admits, when it fits) and cutting the fuel keep, a body's plan keeps. -/
+theorem planBody_inv (f : Nat) : ∀ (n : Nat) (body : List IterStmt) (pl : Plan),
+    I pl.m → I (planBody p f s chunk keys n body pl).m := by
   intro n
   induction n with
-  | zero => intro body pl; exact hfuel _
+  | zero => intro body pl hm; exact hfuel _ hm
   | succ n ih =>
-    intro body pl
+    intro body pl hm
     cases body with
-    | nil => exact hrefl _
+    | nil => exact hm
     | cons st rest =>
       cases st with
       | serve q =>
         simp only [planBody]
-        refine htrans _ _ _ ?_ (ih _ _)
+        apply ih
         split
-        · exact hrefl _
+        · exact hm
         · dsimp only
           rw [serveInB_fst]
-          exact hserve ..
+          obtain ⟨rs, hrs⟩ := serveOrder_threadsOf p s pl.m keys
+          rw [hrs]
+          exact hserve q rs pl.m pl.b hm
       | admit q g =>
         simp only [planBody]
-        exact htrans _ _ _ (admitB_preserves p s chunk R hrefl htrans hfuel hadmit q g f pl) (ih _ _)
+        exact ih _ _ (admitB_inv p s chunk I hfuel hadmit q g f pl hm)
       | branch t yes no =>
         simp only [planBody]
-        exact htrans _ _ _ (ih _ _) (ih _ _)
+        exact ih _ _ (ih _ _ hm)
 
-end Preserves
+end Invariant
+
+/-- Whatever relation between machines `serveIn`, `admitOne` and cutting the fuel keep (reflexive and
+transitive), a body's plan keeps (`planBody_inv` of "related to where the plan started"). -/
+theorem planBody_preserves (p : Program) (s chunk : Nat) (keys : List Expr) (R : Machine → Machine → Prop)
+    (hrefl : ∀ m, R m m) (htrans : ∀ a b c, R a b → R b c → R a c)
+    (hfuel : ∀ m, R m { m with outOfFuel := true })
+    (hserve : ∀ q ts m b, R m (serveIn p s chunk q ts m b).1)
+    (hadmit : ∀ f i k q m b, R m (admitOne p f s chunk i k q m b).1) (f n : Nat) (body : List IterStmt) (pl : Plan) :
+    R pl.m (planBody p f s chunk keys n body pl).m :=
+  planBody_inv p s chunk keys (R pl.m) (fun m h => htrans _ _ _ h (hfuel m)) (fun q rs m b h => htrans _ _ _ h (hserve ..))
+    (fun f i q m b h _ _ => htrans _ _ _ h (hadmit ..)) f n body pl (hrefl _)
 
 /-! ### What a body's plan keeps -/
 
