@@ -92,6 +92,7 @@ public import Serq.KernelSelect
 public import Serq.KernelSelectRun
 public import Serq.SptShortestFirst
 public import Serq.KernelRequestsPreempt
+public import Serq.KernelBodyRequests
 public import Serq.KernelFoundPreempt
 
 /-! # serQ in Lean
