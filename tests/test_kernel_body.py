@@ -8,46 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import answered_at, by_session, lean_refuses_only_the_wrong, link_source, recorded_by_session
+from helpers import REPO, answered_at, by_session, lean_refuses_only_the_wrong, link_source, recorded_by_session
 from serq.errors import SerqError
 from serq.leangen.kernel import kernel_program, render_kernel_module
 
-# Three requests at 0, each a 3-token prefill then a 2-token decode, a budget of 4. Each iteration serves the
-# decodes first; the prefills only when no decode took a token (the branch); then it admits one request at
-# most (`waiting.admitted < 1`), served at once with the budget left.
-# - 0: no resident; s0 admitted, its prefill takes 3 (0-1): its first token at 1.
-# - 1: s0 decodes (1 token); the branch is skipped; s1 admitted, its prefill takes the 3 left (1-2).
-# - 2: s0 and s1 decode (2); s2 admitted, its prefill takes the 2 left of its 3 (2-3): s0's last token, answered
-#   at 3.
-# - 3: s1 decodes its last (1); the branch is skipped, so s2's prefill (1 left) waits; the queue is empty (3-4):
-#   s1 answered at 4.
-# - 4: no decode: the branch serves s2's prefill its last token (4-5); it decodes at 5 and 6: answered at 7.
-# Under vLLM's schedule (no body) all three are admitted at 0 and s2 is answered at 5.
-SOURCE = """fn main() {
-  device gpu { kv cap 16; }
-  engine llm on gpu {
-    reqs cap 3;
-    tokens cap 4;
-    schedule {
-      advance running only (decoding);
-      branch (batch.tokens == 0) {
-        advance running;
-      }
-      admit waiting while (waiting.admitted < 1);
-    }
-    execute (1);
-  }
-  pool reqs on llm { queue fifo; }
-  pool kv on gpu { }
-  workload { arrive batch(3); }
-  server {
-    hold reqs (cost(reqs, 1)) {
-      run llm prefill (cost(llm, 3));
-      run llm decode (cost(llm, 2));
-    }
-  }
-}
-"""
+# examples/scheduling/decode_first.sq, computed by hand in its comments: three requests at 0, each a 3-token
+# prefill then a 2-token decode, a budget of 4; each iteration serves the decodes first, the prefills only when
+# no decode took a token (the branch), then admits one request at most (`waiting.admitted < 1`).
+SOURCE = (REPO / "examples" / "scheduling" / "decode_first.sq").read_text()
 # (serial, turn, start, answered); (serial, turn, first token's time, its iteration's start, the last token's
 # iteration's start, preemptions, cached at the first admission)
 ANSWERS = {0: [(0, 1, 0, 3)], 1: [(1, 1, 0, 4)], 2: [(2, 1, 0, 7)]}
@@ -91,7 +59,7 @@ def test_a_schedule_that_sets_a_register_is_refused_at_the_engine(tmp_path):
     with pytest.raises(SerqError) as e:
         kernel_program(program, tmp_path)
     assert "registers on engine `llm`" in str(e.value)
-    assert "registers.sq:3:3:" in str(e.value)
+    assert "registers.sq:20:3:" in str(e.value)
 
 
 @pytest.mark.lean
