@@ -415,8 +415,7 @@ class _Lowering:
         # `only (p)` on `advance running` and on `admit waiting` (none: every request)
         for only in ((None, None) if svc.iteration is None or has_body
                      else (svc.iteration[0].only, svc.iteration[1].only)):
-            with self.lowering(engine_clause=ONLY):
-                clauses.append(None if only is None else self.expr(only, stage.at))
+            clauses.append(self.predicate(only, stage))
         # vLLM's default schedule (no IR body) has the gate without writing it out
         clauses.append(svc.iteration is None or has_body or svc.iteration[1].gate is not None)
         # `granule g`, read as the iteration starts as `each at most` is (none, and `inf`: 0, no granule)
@@ -445,13 +444,19 @@ class _Lowering:
                 out.append(LStmt("branch", (self.guard(s.test, stage),),
                                  (self.iteration_block(s.then, stage), self.iteration_block(s.otherwise, stage))))
                 continue
-            with self.lowering(engine_clause=ONLY):
-                only = None if s.only is None else self.expr(s.only, stage.at)
+            only = self.predicate(s.only, stage)
             if s.kind == "serve":
                 out.append(LStmt("serve", (only,)))
             else:
                 out.append(LStmt("admit", (only, None if s.gate is None else self.guard(s.gate, stage))))
         return tuple(out)
+
+    def predicate(self, only, stage: ir.Stage) -> LExpr | None:
+        """An `only (p)` predicate of `advance running` or `admit waiting` (None: none, every request)."""
+        if only is None:
+            return None
+        with self.lowering(engine_clause=ONLY):
+            return self.expr(only, stage.at)
 
     def guard(self, e, stage: ir.Stage) -> LExpr:
         with self.lowering(engine_clause=GUARD, pool_state_refused="in a schedule's guard"):

@@ -171,6 +171,15 @@ def _expr_tokens(e, out: list) -> None:
             _expr_tokens(a, out)
 
 
+def _optional_tokens(e, out: list) -> None:
+    """An optional expression (`Serq.Kernel.readOptExpr`): 0 none, 1 e."""
+    if e is None:
+        out.append(0)
+    else:
+        out.append(1)
+        _expr_tokens(e, out)
+
+
 def _block_tokens(block, out: list) -> None:
     out.append(len(block))
     for s in block:
@@ -187,12 +196,8 @@ def _block_tokens(block, out: list) -> None:
                 else:
                     out.append(2)
                     _expr_tokens(lease, out)
-            for clause in s.args[1:]:  # reuse, cache: 0 none, 1 e
-                if clause is None:
-                    out.append(0)
-                else:
-                    out.append(1)
-                    _expr_tokens(clause, out)
+            for clause in s.args[1:]:  # reuse, cache
+                _optional_tokens(clause, out)
             _block_tokens(s.blocks[0], out)
             continue
         for a in s.args:
@@ -202,15 +207,6 @@ def _block_tokens(block, out: list) -> None:
                 _expr_tokens(a, out)
         for b in s.blocks:
             _block_tokens(b, out)
-
-
-def _optional_tokens(e, out: list) -> None:
-    """An optional expression (`Serq.Kernel.readOptExpr`): 0 none, 1 e."""
-    if e is None:
-        out.append(0)
-    else:
-        out.append(1)
-        _expr_tokens(e, out)
 
 
 #: `Serq.Kernel.IterStmt`'s constructors' tags on a case line (`Serq.Kernel.readIterStmts`).
