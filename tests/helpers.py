@@ -56,6 +56,15 @@ def recorded_by_session(text: str, tmp_path: Path, name: str = "prog.sq") -> dic
     return dict(enumerate(recorded(program, kernel_program(program, tmp_path))))
 
 
+def kernel_run(text: str, tmp_path: Path, name: str = "prog.sq") -> tuple[dict, list]:
+    """The interpreter's record of the program `text`'s run for the Lean kernel's comparison: by session
+    (`recorded_by_session`'s), and each engine's iteration records (`serq.leangen.kernel.recorded_run`)."""
+    from serq.leangen.kernel import kernel_program, recorded_run
+    program = link_source(text, tmp_path, name)
+    sessions, records = recorded_run(program, kernel_program(program, tmp_path))
+    return dict(enumerate(sessions)), records
+
+
 def by_session(run: dict, part: str) -> dict:
     """One part (`answers`, `observations` or `tokens`) of `recorded_by_session`'s record, by session, as lists."""
     return {s: list(getattr(r, part)) for s, r in run.items()}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from helpers import REPO, answered_at, by_session, lean_refuses_only_the_wrong, link_source, recorded_by_session
-from serq.errors import SerqError
+from helpers import (REPO, answered_at, by_session, kernel_run, lean_refuses_only_the_wrong, link_source,
+                     recorded_by_session)
 from serq.leangen.kernel import kernel_program, render_kernel_module
 
 # examples/scheduling/decode_first.sq, computed by hand in its comments: three requests at 0, each a 3-token
@@ -31,10 +31,7 @@ VLLM_SOURCE = SOURCE.replace("""      advance running only (decoding);
 
 
 def test_the_body_plans_each_iteration_as_computed_by_hand(tmp_path):
-    from serq.leangen.kernel import recorded_run
-    program = link_source(SOURCE, tmp_path, "body.sq")
-    sessions, records = recorded_run(program, kernel_program(program, tmp_path))
-    run = dict(enumerate(sessions))
+    run, records = kernel_run(SOURCE, tmp_path, "body.sq")
     assert by_session(run, "answers") == ANSWERS
     assert by_session(run, "tokens") == TOKENS
     assert [(r[0], r[1]) for r in records[0]] == ITERATIONS
@@ -45,21 +42,10 @@ def test_the_body_plans_each_iteration_as_computed_by_hand(tmp_path):
 def test_the_lean_value_has_the_body_beside_the_engines(tmp_path):
     text = render_kernel_module(kernel_program(link_source(SOURCE, tmp_path, "body.sq"), tmp_path), "Body")
     assert "public import Serq.KernelBody" in text
-    assert "def bodies : List (List Serq.Kernel.IterStmt) := [[" in text
+    assert "def bodies : List Serq.Kernel.Body := [⟨[" in text
     assert ".serve (some (.stageVar 5))" in text
     assert ".branch (.bin .eq (.stageVar 0) (.num 0))" in text
     assert ".admit none (some (.bin .lt (.stageVar 16) (.num 1)))" in text
-
-
-def test_a_schedule_that_sets_a_register_is_refused_at_the_engine(tmp_path):
-    source = SOURCE.replace("    reqs cap 3;\n", "    reqs cap 3;\n    state rounds = 0;\n").replace(
-        "      admit waiting while (waiting.admitted < 1);\n",
-        "      admit waiting while (waiting.admitted < 1);\n      set rounds = rounds + 1;\n")
-    program = link_source(source, tmp_path, "registers.sq")
-    with pytest.raises(SerqError) as e:
-        kernel_program(program, tmp_path)
-    assert "registers on engine `llm`" in str(e.value)
-    assert "registers.sq:20:3:" in str(e.value)
 
 
 @pytest.mark.lean

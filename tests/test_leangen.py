@@ -1417,6 +1417,7 @@ EXPORTED = {
     "multi-turn/vllm_replay.sq": "not expressible as vLLM settings",
     "scheduling/sjf.sq": "not expressible as vLLM settings",
     "scheduling/join_shortest_queue.sq": "Serq.Kernel", "scheduling/decode_first.sq": "Serq.KernelBody",
+    "scheduling/decode_rounds.sq": "Serq.KernelBody",
     "papers/li_dai_peng.sq": "Serq.Kernel", "papers/sarathi.sq": "`poisson` arrivals",
     "papers/fastertransformer.sq": "Serq.Kernel", "oracle/vllm_request_phased.sq": "Serq.Exec",
     "papers/rad.sq": "Serq.Kernel",

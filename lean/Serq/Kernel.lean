@@ -652,7 +652,7 @@ def emptyPools : List Nat → List PoolState
 
 def idleEngines : List Service → List EngineState
   | [] => []
-  | _ :: ss => ⟨[], false, 0, 0, []⟩ :: idleEngines ss
+  | _ :: ss => ⟨[], false, 0, 0, [], []⟩ :: idleEngines ss
 
 def noProgress : Nat → List Progress
   | 0 => []

@@ -72,6 +72,9 @@ theorem planBody_records (p : Program) (f s chunk : Nat) (keys : List Expr) (j :
       | branch t yes no =>
         simp only [planBody]
         rw [ih, ih]
+      | set k e =>
+        simp only [planBody]
+        rw [ih]
 
 theorem planBody_ok (p : Program) (f s chunk : Nat) (keys : List Expr) (c : Nat) :
     ∀ (n : Nat) (body : List IterStmt) (pl : Plan), pl.b.ok c → (planBody p f s chunk keys n body pl).b.ok c := by
@@ -96,13 +99,18 @@ theorem planBody_ok (p : Program) (f s chunk : Nat) (keys : List Expr) (c : Nat)
       | branch t yes no =>
         simp only [planBody]
         exact ih _ _ (ih _ _ hb)
+      | set k e =>
+        simp only [planBody]
+        exact ih _ _ hb
 
-theorem startBody_within (p : Program) (f s : Nat) (eng : Engine) (body : List IterStmt) (m : Machine)
+theorem startBody_within (p : Program) (f s : Nat) (eng : Engine) (body : Body) (m : Machine)
     (heng : ∀ e, getService p.stages s = .step e → eng = getEngine p.engines e)
     (hm : m.withinBudget p) : (startBody p f s eng body m).withinBudget p := by
   simp only [startBody]
   split
-  · exact Machine.withinBudget_of_records (fun j => by rw [planBody_records]) hm
+  · split
+    · exact Machine.withinBudget_of_records (fun j => by rw [planBody_records]) hm
+    · exact Machine.withinBudget_of_records (fun j => by rw [Machine.commitRegs_records, planBody_records]) hm
   · split
     · exact Machine.withinBudget_of_records (fun j => by rw [planBody_records]) hm
     · refine Machine.withinBudget_set s _ rfl ?_ ?_ hm
@@ -114,13 +122,13 @@ theorem startBody_within (p : Program) (f s : Nat) (eng : Engine) (body : List I
       · right
         intro e B hs hB
         obtain rfl := heng e hs
-        simp only [hB, eval]
+        simp only [hB, Expr.withRegs_num, eval]
         exact (planBody_ok _ _ _ _ _ _ _ _ _ (And.intro rfl (Nat.zero_le _))).2
       · left
         rw [planBody_records] at hr
         exact hr
 
-theorem startStepB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f s e : Nat) (m : Machine)
+theorem startStepB_within (p : Program) (xs : List Nat) (bodies : List Body) (f s e : Nat) (m : Machine)
     (hs : getService p.stages s = .step e) (hm : m.withinBudget p) : (startStepB p xs bodies f s e m).withinBudget p := by
   have heng : ∀ e', getService p.stages s = .step e' → getEngine p.engines e = getEngine p.engines e' := by
     intro e' he'
@@ -132,7 +140,7 @@ theorem startStepB_within (p : Program) (xs : List Nat) (bodies : List (List Ite
   · exact startStep_within p xs f s e m hs hm
   · exact startBody_within p f s _ _ m heng hm
 
-theorem startPassB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (ss : List Service)
+theorem startPassB_within (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (ss : List Service)
     (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     (∀ k, getService ss k = getService p.stages (s + k)) → m.withinBudget p →
       (startPassB p xs bodies f ss s tried m a).1.withinBudget p := by
@@ -153,7 +161,7 @@ theorem startPassB_within (p : Program) (xs : List Nat) (bodies : List (List Ite
        simp only [getService, Nat.add_zero] at h0
        exact h0.symm)
 
-theorem startEnginesB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f n : Nat) (tried : List Nat)
+theorem startEnginesB_within (p : Program) (xs : List Nat) (bodies : List Body) (f n : Nat) (tried : List Nat)
     (m : Machine) : m.withinBudget p → (startEnginesB p xs bodies f n tried m).withinBudget p := by
   fun_induction startEnginesB p xs bodies f n tried m <;> intro hm
   all_goals first
@@ -161,14 +169,14 @@ theorem startEnginesB_within (p : Program) (xs : List Nat) (bodies : List (List 
     | exact startPassB_within p _ _ _ _ _ _ _ _ (fun k => by rw [Nat.zero_add]) hm
     | (rename_i ih; exact ih (startPassB_within p _ _ _ _ _ _ _ _ (fun k => by rw [Nat.zero_add]) hm))
 
-theorem endOfInstantB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine)
+theorem endOfInstantB_within (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine)
     (hm : m.withinBudget p) : (endOfInstantB p xs bodies f m).withinBudget p := by
   simp only [endOfInstantB]
   split
   · exact hm
   · exact startEnginesB_within p _ _ _ _ _ _ hm
 
-theorem loopB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine) :
+theorem loopB_within (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine) :
     m.withinBudget p → (loopB p xs bodies f m).withinBudget p := by
   fun_induction loopB p xs bodies f m <;> intro hm
   · exact hm
@@ -180,7 +188,7 @@ theorem loopB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt
 /-- Within the budget, for every program of the fragment, whichever of its engines plan under
 `exclusive prefill` (`xs`) or from an iteration body (`bodies`), and any fuel: every iteration record of
 an engine stage whose `tokens cap` is the constant `B` schedules at most `B` tokens. -/
-theorem runProgramB_within_budget (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel s e B : Nat)
+theorem runProgramB_within_budget (p : Program) (xs : List Nat) (bodies : List Body) (fuel s e B : Nat)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B) :
     ∀ r ∈ (getEngineState (runProgramB p xs bodies fuel).engines s).records, r.tokens ≤ B := by
   have h : (runProgramB p xs bodies fuel).withinBudget p := by

@@ -37,15 +37,12 @@ theorem planBody_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f s c
     exact admitOne_kvInv p hp f' s chunk i _ q m b hm hj hfit
 
 theorem startBody_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (f s : Nat) (eng : Engine)
-    (body : List IterStmt) (m : Machine) (hm : KvInvRun p m) : KvInvRun p (startBody p f s eng body m) := by
-  have h := planBody_kvInv p hp f s (eval (engineView p m (runningOf p m s)) [] m.now 0 eng.chunk) eng.order f body
-    ⟨m, ⟨eval (engineView p m (runningOf p m s)) [] m.now 0 eng.budget, 0, 0, 0, 0,
-      eval (engineView p m (runningOf p m s)) [] m.now 0 eng.granule, false⟩, false, 0⟩ hm
+    (body : Body) (m : Machine) (hm : KvInvRun p m) : KvInvRun p (startBody p f s eng body m) := by
   simp only [startBody]
   repeat' split
   all_goals first
-    | exact h
-    | exact ⟨⟨h.1.1, h.1.2.1, h.1.2.2⟩, ⟨h.2.1, h.2.2⟩⟩
+    | exact planBody_kvInv p hp _ _ _ _ _ _ _ hm
+    | exact KvInvRun.frame rfl rfl (planBody_kvInv p hp _ _ _ _ _ _ _ hm)
 
 /-- A queue's head that fits, admitted and its thread run (`admitOne`'s and `exclusiveAdmit`'s first
 half, whatever the stage its header reads). -/
@@ -132,7 +129,7 @@ theorem startExclusive_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) 
     | exact KvInvRun.frame rfl rfl (planExclusive_kvInv p hp _ _ _ _ _ hm)
 
 theorem startStepB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs : List Nat)
-    (bodies : List (List IterStmt)) (f s e : Nat) (m : Machine) (hm : KvInvRun p m) :
+    (bodies : List Body) (f s e : Nat) (m : Machine) (hm : KvInvRun p m) :
     KvInvRun p (startStepB p xs bodies f s e m) := by
   unfold startStepB
   split
@@ -142,7 +139,7 @@ theorem startStepB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs 
     · exact startIteration_kvInv p hp f s _ m hm
   · exact startBody_kvInv p hp f s _ _ m hm
 
-theorem startPassB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs : List Nat) (bodies : List (List IterStmt))
+theorem startPassB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs : List Nat) (bodies : List Body)
     (f : Nat) (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     KvInvRun p m → KvInvRun p (startPassB p xs bodies f ss s tried m a).1 := by
   fun_induction startPassB p xs bodies f ss s tried m a <;> intro hm
@@ -153,7 +150,7 @@ theorem startPassB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs 
     | (rename_i ih; exact ih (settle_kvInv p hp _ _ (startStepB_kvInv p hp _ _ _ _ _ _ hm)))
 
 theorem endOfInstantB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs : List Nat)
-    (bodies : List (List IterStmt)) (f : Nat) (m : Machine) (hm : KvInvRun p m) :
+    (bodies : List Body) (f : Nat) (m : Machine) (hm : KvInvRun p m) :
     KvInvRun p (endOfInstantB p xs bodies f m) := by
   have hse : ∀ n tried m', KvInvRun p m' → KvInvRun p (startEnginesB p xs bodies f n tried m') := by
     intro n tried m'
@@ -168,7 +165,7 @@ theorem endOfInstantB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (
   · exact hse _ _ _ hm
 
 theorem loopB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs : List Nat)
-    (bodies : List (List IterStmt)) (f : Nat) (m : Machine) : KvInvRun p m → KvInvRun p (loopB p xs bodies f m) := by
+    (bodies : List Body) (f : Nat) (m : Machine) : KvInvRun p m → KvInvRun p (loopB p xs bodies f m) := by
   fun_induction loopB p xs bodies f m <;> intro hm
   · exact ⟨⟨hm.1.1, hm.1.2.1, hm.1.2.2⟩, ⟨hm.2.1, hm.2.2⟩⟩
   · exact hm
@@ -180,7 +177,7 @@ theorem loopB_kvInv (p : Program) (hp : p.allStmts holdsOnceOn = true) (xs : Lis
 body (`bodies`) or under `exclusive prefill` (`xs`), whose hold statements name each pool once: every pool's
 allocations and cache are within its cap (`used + cachedUnits entries ≤ cap`), preemption and eviction of
 every kind included, any fuel (`runProgram_kv_conserved`'s statement for `runProgramB p xs bodies`). -/
-theorem runProgramB_kv_conserved (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel : Nat)
+theorem runProgramB_kv_conserved (p : Program) (xs : List Nat) (bodies : List Body) (fuel : Nat)
     (hp : p.allStmts holdsOnceOn = true) :
     ∀ j, (getPool (runProgramB p xs bodies fuel).pools j).used +
       cachedUnits (getPool (runProgramB p xs bodies fuel).pools j).entries ≤ getAt p.caps j := by

@@ -47,14 +47,20 @@ theorem Keeps.started (m : Machine) (s : Nat) (es : EngineState) (hes : es.resid
     (time : Nat) : Keeps g m ({ m with engines := setEngineState m.engines s es }.setTimer time (.iterationEnd s)) :=
   Keeps.trans (Keeps.engine _ s _ (by rw [hes])) (Keeps.setTimer _ _ _ fun _ => by rfl)
 
-theorem startBody_keeps (p : Program) (f s : Nat) (eng : Engine) (body : List IterStmt) (m : Machine) :
+theorem startBody_keeps (p : Program) (f s : Nat) (eng : Engine) (body : Body) (m : Machine) :
     Keeps g m (startBody p f s eng body m) := by
-  have h := planBody_keeps (g := g) p f s (eval (engineView p m (runningOf p m s)) [] m.now 0 eng.chunk) eng.order f
-    body ⟨m, ⟨eval (engineView p m (runningOf p m s)) [] m.now 0 eng.budget, 0, 0, 0, 0,
-      eval (engineView p m (runningOf p m s)) [] m.now 0 eng.granule, false⟩, false, 0⟩
+  have h := planBody_keeps (g := g) p f s
+    (eval (engineView p m (runningOf p m s)) [] m.now 0 (eng.chunk.withRegs (regsNow body.regs (getEngineState m.engines s))))
+    eng.order f body.stmts
+    ⟨m, ⟨eval (engineView p m (runningOf p m s)) [] m.now 0 (eng.budget.withRegs (regsNow body.regs (getEngineState m.engines s))),
+      0, 0, 0, 0, eval (engineView p m (runningOf p m s)) [] m.now 0
+        (eng.granule.withRegs (regsNow body.regs (getEngineState m.engines s))), false⟩,
+      false, 0, regsNow body.regs (getEngineState m.engines s)⟩
   simp only [startBody]
   split
-  · exact h
+  · split
+    · exact h
+    · exact h.trans (Keeps.engine _ s _ rfl)
   · split
     · exact h.trans (Keeps.frame (fun h => by exact h) (fun _ => by rfl))
     · exact h.trans (Keeps.started _ s _ (by rfl) _)
@@ -121,7 +127,7 @@ theorem startExclusive_keeps (p : Program) (f s : Nat) (eng : Engine) (m : Machi
     · exact (planExclusive_keeps ..).trans (Keeps.frame (fun h => by exact h) (fun _ => by rfl))
     · exact (planExclusive_keeps ..).trans (Keeps.started _ s _ (by rfl) _)
 
-theorem startStepB_keeps (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f s e : Nat) (m : Machine) :
+theorem startStepB_keeps (p : Program) (xs : List Nat) (bodies : List Body) (f s e : Nat) (m : Machine) :
     Keeps g m (startStepB p xs bodies f s e m) := by
   unfold startStepB
   split
@@ -131,7 +137,7 @@ theorem startStepB_keeps (p : Program) (xs : List Nat) (bodies : List (List Iter
     · exact startIteration_keeps p f s _ m
   · exact startBody_keeps p f s _ _ m
 
-theorem startPassB_keeps (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) :
+theorem startPassB_keeps (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) :
     ∀ (ss : List Service) (i : Nat) (tried : List Nat) (m : Machine) (a : Bool),
       Keeps g m (startPassB p xs bodies f ss i tried m a).1
   | [], _, _, m, _ => Keeps.refl m
@@ -146,7 +152,7 @@ theorem startPassB_keeps (p : Program) (xs : List Nat) (bodies : List (List Iter
   | .delay :: ss, i, tried, m, a => by simp only [startPassB]; exact startPassB_keeps p xs bodies f ss (i + 1) tried m a
   | .fifo _ :: ss, i, tried, m, a => by simp only [startPassB]; exact startPassB_keeps p xs bodies f ss (i + 1) tried m a
 
-theorem startEnginesB_keeps (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) :
+theorem startEnginesB_keeps (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) :
     ∀ (n : Nat) (tried : List Nat) (m : Machine), Keeps g m (startEnginesB p xs bodies f n tried m)
   | 0, _, m => Keeps.refl m
   | n + 1, tried, m => by
@@ -155,14 +161,14 @@ theorem startEnginesB_keeps (p : Program) (xs : List Nat) (bodies : List (List I
     · exact startPassB_keeps p xs bodies f _ _ _ _ _
     · exact (startPassB_keeps p xs bodies f _ _ _ _ _).trans (startEnginesB_keeps p xs bodies f n _ _)
 
-theorem endOfInstantB_keeps (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine) :
+theorem endOfInstantB_keeps (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine) :
     Keeps g m (endOfInstantB p xs bodies f m) := by
   simp only [endOfInstantB]
   split
   · exact Keeps.refl m
   · exact startEnginesB_keeps p xs bodies f _ _ _
 
-theorem loopB_keeps (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) :
+theorem loopB_keeps (p : Program) (xs : List Nat) (bodies : List Body) :
     ∀ (f : Nat) (m : Machine), Keeps p.gap m (loopB p xs bodies f m)
   | 0, m => Keeps.frame (fun h => by exact h) (fun _ => by rfl)
   | f + 1, m => by
@@ -174,7 +180,7 @@ theorem loopB_keeps (p : Program) (xs : List Nat) (bodies : List (List IterStmt)
         (endOfInstantB_keeps p xs bodies f _)).trans (loopB_keeps p xs bodies f _)
 
 /-- `runProgram_placed` for the run with bodies and exclusive engines: no thread placed twice. -/
-theorem runProgramB_placed (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel : Nat)
+theorem runProgramB_placed (p : Program) (xs : List Nat) (bodies : List Body) (fuel : Nat)
     (hp : DistinctProgram p) : Placed p.gap (runProgramB p xs bodies fuel) :=
   (initial_placed p hp.arrivals).keep
     (((settle_keeps p fuel _).trans (endOfInstantB_keeps p xs bodies fuel _)).trans (loopB_keeps p xs bodies fuel _))
@@ -186,7 +192,7 @@ theorem planBody_reqP (p : Program) (hp : TurnsOutside p) (f s chunk : Nat) (key
   planBody_inv p s chunk keys ReqInvP (fun _ h => h) (fun q _ m b h => serveIn_reqP p s chunk q _ m b h)
     (fun f' i q m b h _ _ => admitOne_reqP p hp f' s chunk i _ q m b h) f n body pl hm
 
-theorem startBody_reqP (p : Program) (hp : TurnsOutside p) (f s : Nat) (eng : Engine) (body : List IterStmt)
+theorem startBody_reqP (p : Program) (hp : TurnsOutside p) (f s : Nat) (eng : Engine) (body : Body)
     (m : Machine) (hm : ReqInvP m) : ReqInvP (startBody p f s eng body m) := by
   simp only [startBody]
   repeat' split
@@ -247,7 +253,7 @@ theorem startExclusive_reqP (p : Program) (hp : TurnsOutside p) (f s : Nat) (eng
     | exact ⟨⟨(planExclusive_reqP p hp _ _ _ _ _ hm).1.1, (planExclusive_reqP p hp _ _ _ _ _ hm).1.2⟩,
         (planExclusive_reqP p hp _ _ _ _ _ hm).2⟩
 
-theorem startStepB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List (List IterStmt))
+theorem startStepB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List Body)
     (f s e : Nat) (m : Machine) (hm : ReqInvP m) : ReqInvP (startStepB p xs bodies f s e m) := by
   unfold startStepB
   split
@@ -257,7 +263,7 @@ theorem startStepB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bod
     · exact startIteration_reqP p hp f s _ m hm
   · exact startBody_reqP p hp f s _ _ m hm
 
-theorem startPassB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat)
+theorem startPassB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List Body) (f : Nat)
     (ss : List Service) (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) :
     ReqInvP m → ReqInvP (startPassB p xs bodies f ss s tried m a).1 := by
   fun_induction startPassB p xs bodies f ss s tried m a <;> intro hm
@@ -267,7 +273,7 @@ theorem startPassB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bod
     | exact settle_reqP p hp _ _ (startStepB_reqP p hp _ _ _ _ _ _ hm)
     | (rename_i ih; exact ih (settle_reqP p hp _ _ (startStepB_reqP p hp _ _ _ _ _ _ hm)))
 
-theorem endOfInstantB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List (List IterStmt))
+theorem endOfInstantB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List Body)
     (f : Nat) (m : Machine) (hm : ReqInvP m) : ReqInvP (endOfInstantB p xs bodies f m) := by
   have hse : ∀ n tried m', ReqInvP m' → ReqInvP (startEnginesB p xs bodies f n tried m') := by
     intro n tried m'
@@ -281,7 +287,7 @@ theorem endOfInstantB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (
   · exact hm
   · exact hse _ _ _ hm
 
-theorem loopB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat)
+theorem loopB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies : List Body) (f : Nat)
     (m : Machine) : ReqInvP m → ReqInvP (loopB p xs bodies f m) := by
   fun_induction loopB p xs bodies f m <;> intro hm
   · exact hm
@@ -295,7 +301,7 @@ theorem loopB_reqP (p : Program) (hp : TurnsOutside p) (xs : List Nat) (bodies :
 (`bodies`) or under `exclusive prefill` (`xs`), with `DistinctProgram` and `TurnsOutside`, under every
 `preempt` mode, at any fuel: every session's thread in at most one place; its open turn not answered; no
 turn answered twice. -/
-theorem runProgramB_requests (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel : Nat)
+theorem runProgramB_requests (p : Program) (xs : List Nat) (bodies : List Body) (fuel : Nat)
     (hp : DistinctProgram p) (ht : TurnsOutside p) :
     (∀ t, (runProgramB p xs bodies fuel).placed p.gap t ≤ 1) ∧
     ∀ th ∈ (runProgramB p xs bodies fuel).threads,

@@ -80,15 +80,18 @@ theorem planBody_inv (f : Nat) : ∀ (n : Nat) (body : List IterStmt) (pl : Plan
         · exact hm
         · dsimp only
           rw [serveInB_fst]
-          obtain ⟨rs, hrs⟩ := serveOrder_threadsOf p s pl.m keys
+          obtain ⟨rs, hrs⟩ := serveOrder_threadsOf p s pl.m (Expr.withRegsList pl.regs keys)
           rw [hrs]
-          exact hserve q rs pl.m pl.b hm
+          exact hserve _ rs pl.m pl.b hm
       | admit q g =>
         simp only [planBody]
-        exact ih _ _ (admitB_inv p s chunk I hfuel hadmit q g f pl hm)
+        exact ih _ _ (admitB_inv p s chunk I hfuel hadmit _ g f pl hm)
       | branch t yes no =>
         simp only [planBody]
         exact ih _ _ (ih _ _ hm)
+      | set k e =>
+        simp only [planBody]
+        exact ih _ _ hm
 
 end Invariant
 
@@ -137,13 +140,49 @@ theorem planBody_causal (p : Program) (f s c : Nat) (keys : List Expr) (n : Nat)
 
 /-! ### Timed -/
 
+/-- An `execute` that reads only the batch reads no register. -/
+theorem Expr.withRegs_of_batchOnly (rs : List Nat) : ∀ (e : Expr), e.batchOnly = true → e.withRegs rs = e
+  | .num _, _ | .blockSize _, _ | .attr _, _ | .now, _ | .waited, _ | .used _, _ | .free _, _ | .holders _, _
+  | .queued _, _ | .cachedIn _, _ => rfl
+  | .stageVar i, h => by
+    simp only [Expr.batchOnly, Bool.or_eq_true, decide_eq_true_eq] at h
+    simp only [Expr.withRegs, StageVar.registers]
+    rw [if_pos (by omega)]
+  | .not e, h => by
+    simp only [Expr.batchOnly] at h
+    simp only [Expr.withRegs, Expr.withRegs_of_batchOnly rs e h]
+  | .bin _ l r, h => by
+    simp only [Expr.batchOnly, Bool.and_eq_true] at h
+    simp only [Expr.withRegs, Expr.withRegs_of_batchOnly rs l h.1, Expr.withRegs_of_batchOnly rs r h.2]
+  | .cond t a b, h => by
+    simp only [Expr.batchOnly, Bool.and_eq_true] at h
+    simp only [Expr.withRegs, Expr.withRegs_of_batchOnly rs t h.1.1, Expr.withRegs_of_batchOnly rs a h.1.2,
+      Expr.withRegs_of_batchOnly rs b h.2]
+  | .min a b, h => by
+    simp only [Expr.batchOnly, Bool.and_eq_true] at h
+    simp only [Expr.withRegs, Expr.withRegs_of_batchOnly rs a h.1, Expr.withRegs_of_batchOnly rs b h.2]
+  | .max a b, h => by
+    simp only [Expr.batchOnly, Bool.and_eq_true] at h
+    simp only [Expr.withRegs, Expr.withRegs_of_batchOnly rs a h.1, Expr.withRegs_of_batchOnly rs b h.2]
+  | .floorDiv a _, h => by
+    simp only [Expr.batchOnly] at h
+    simp only [Expr.withRegs, Expr.withRegs_of_batchOnly rs a h]
+
+/-- Committing an engine's registers keeps every stage's invariant. -/
+theorem Machine.timed_commitRegs {c : Iteration → Nat} {s st : Nat} {rs : List Nat} {m : Machine} (h : m.timed c s) :
+    (m.commitRegs st rs).timed c s :=
+  Machine.timed_frame (m := m) (m' := m.commitRegs st rs)
+    ⟨rfl, Machine.commitRegs_busy m st rs s, by simp [Machine.commitRegs]⟩ (Machine.commitRegs_records m st rs s) rfl h
+
 /-- `startBody` of stage `s` from an idle engine whose `execute` reads only the batch. -/
-theorem startBody_timed_self (p : Program) (f s : Nat) (eng : Engine) (body : List IterStmt) (m : Machine)
+theorem startBody_timed_self (p : Program) (f s : Nat) (eng : Engine) (body : Body) (m : Machine)
     (hcost : eng.cost.batchOnly = true) (hb : (getEngineState m.engines s).busy = false)
     (hm : m.timed (Iteration.costOf eng.cost) s) : (startBody p f s eng body m).timed (Iteration.costOf eng.cost) s := by
   simp only [startBody]
   split
-  · exact Machine.timed_frame (planBody_clock ..) (planBody_records ..) (planBody_now ..) hm
+  · split
+    · exact Machine.timed_frame (planBody_clock ..) (planBody_records ..) (planBody_now ..) hm
+    · exact Machine.timed_commitRegs (Machine.timed_frame (planBody_clock ..) (planBody_records ..) (planBody_now ..) hm)
   · split
     · exact Machine.timed_frame (planBody_clock ..) (planBody_records ..) (planBody_now ..) hm
     · apply Machine.timed_start hm hb
@@ -154,21 +193,22 @@ theorem startBody_timed_self (p : Program) (f s : Nat) (eng : Engine) (body : Li
       case hvr => rfl
       case hstart => rfl
       case hc =>
-        simp only [engineView, Iteration.costOf]
+        simp only [engineView, Iteration.costOf, Expr.withRegs_of_batchOnly _ _ hcost]
         exact eval_batchOnly _ _ _ _ _ _ _ _ _ _ _ _ _ _ _ hcost
 
 /-- `startBody` of another stage keeps stage `s`'s invariant. -/
-theorem startBody_timed_ne (p : Program) (f s' : Nat) (eng : Engine) (body : List IterStmt) (m : Machine)
+theorem startBody_timed_ne (p : Program) (f s' : Nat) (eng : Engine) (body : Body) (m : Machine)
     (c : Iteration → Nat) (s : Nat) (hne : s' ≠ s) (hm : m.timed c s) : (startBody p f s' eng body m).timed c s := by
   simp only [startBody]
   repeat' split
-  all_goals
-    refine Machine.timed_frame ?_ ?_ ?_ hm <;>
-      simp [hne, getEngineState_setEngineState_ne, planBody_clock, planBody_records, planBody_now]
+  all_goals first
+    | exact Machine.timed_commitRegs (Machine.timed_frame (planBody_clock ..) (planBody_records ..) (planBody_now ..) hm)
+    | (refine Machine.timed_frame ?_ ?_ ?_ hm <;>
+        simp [hne, getEngineState_setEngineState_ne, planBody_clock, planBody_records, planBody_now])
 
 section Run
 
-variable (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (s e : Nat) (hs : getService p.stages s = .step e)
+variable (p : Program) (xs : List Nat) (bodies : List Body) (s e : Nat) (hs : getService p.stages s = .step e)
   (hcost : (getEngine p.engines e).cost.batchOnly = true)
 
 include hs hcost in
@@ -248,14 +288,14 @@ end Run
 /-- `runProgram_timed` with engines `xs` under `exclusive prefill` and engines planning from a body: every
 iteration record of an engine stage whose `execute` reads only the batch starts no earlier than the one
 before it started plus that one's cost, for every program of the fragment and any fuel. -/
-theorem runProgramB_timed (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel s e : Nat)
+theorem runProgramB_timed (p : Program) (xs : List Nat) (bodies : List Body) (fuel s e : Nat)
     (hs : getService p.stages s = .step e) (hcost : (getEngine p.engines e).cost.batchOnly = true) :
     recordsTimed (Iteration.costOf (getEngine p.engines e).cost)
       (getEngineState (runProgramB p xs bodies fuel).engines s).records :=
   (loopB_timed p xs bodies s e hs hcost fuel _
     (endOfInstantB_timed p xs bodies s e hs hcost fuel _ (settle_timed p fuel _ _ s (initial_timed p _ s e hs)))).2.1
 
-theorem rateIterationsB_within (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel s e B : Nat)
+theorem rateIterationsB_within (p : Program) (xs : List Nat) (bodies : List Body) (fuel s e B : Nat)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B) :
     ∀ i ∈ rateIterations (getEngineState (runProgramB p xs bodies fuel).engines s).records, i.tokens ≤ B := by
   intro i hi
@@ -265,7 +305,7 @@ theorem rateIterationsB_within (p : Program) (xs : List Nat) (bodies : List (Lis
 
 /-- The token rate of an engine of constant budget `B` and `execute (a + b * batch.tokens)`, whatever its
 schedule: `served · (a + b·B) ≤ B · start` at every iteration. -/
-theorem runProgramB_affine_token_rate (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel s e B a b : Nat)
+theorem runProgramB_affine_token_rate (p : Program) (xs : List Nat) (bodies : List Body) (fuel s e B a b : Nat)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
     (hc : (getEngine p.engines e).cost = .bin .add (.num a) (.bin .mul (.num b) (.stageVar StageVar.tokens))) :
     RateCost.RateHolds (a + b * B) B 0
@@ -280,7 +320,7 @@ theorem runProgramB_affine_token_rate (p : Program) (xs : List Nat) (bodies : Li
 
 /-- The same under `execute (a * ceil(batch.tokens / g) + b * batch.tokens)` and a budget of `m` tiles of
 `g` (`B = g·m`): `served · (a·m + b·B) ≤ B · start`, whatever the schedule. -/
-theorem runProgramB_tiled_token_rate (p : Program) (xs : List Nat) (bodies : List (List IterStmt))
+theorem runProgramB_tiled_token_rate (p : Program) (xs : List Nat) (bodies : List Body)
     (fuel s e a b g m : Nat) (hg : 0 < g)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num (g * m))
     (hc : (getEngine p.engines e).cost =
@@ -302,11 +342,14 @@ theorem runProgramB_tiled_token_rate (p : Program) (xs : List Nat) (bodies : Lis
 
 /-! ### The records' `served` -/
 
-theorem startBody_servedOk (p : Program) (f s : Nat) (eng : Engine) (body : List IterStmt) (m : Machine)
+theorem startBody_servedOk (p : Program) (f s : Nat) (eng : Engine) (body : Body) (m : Machine)
     (hm : m.servedOk) : (startBody p f s eng body m).servedOk := by
   simp only [startBody]
   split
-  · exact Machine.servedOk_frame (fun j => planBody_engineServed ..) (fun j => planBody_records ..) hm
+  · split
+    · exact Machine.servedOk_frame (fun j => planBody_engineServed ..) (fun j => planBody_records ..) hm
+    · exact Machine.servedOk_frame (fun j => (Machine.commitRegs_served ..).trans (planBody_engineServed ..))
+        (fun j => (Machine.commitRegs_records ..).trans (planBody_records ..)) hm
   · split
     · exact Machine.servedOk_frame (fun j => planBody_engineServed ..) (fun j => planBody_records ..) hm
     · refine servedChain_set s _ rfl (fun j => planBody_engineServed ..) (fun j => planBody_records ..) ?_ hm
@@ -316,14 +359,14 @@ theorem startBody_servedOk (p : Program) (f s : Nat) (eng : Engine) (body : List
       rw [h1]
       omega
 
-theorem startStepB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f s e : Nat) (m : Machine)
+theorem startStepB_servedOk (p : Program) (xs : List Nat) (bodies : List Body) (f s e : Nat) (m : Machine)
     (hm : m.servedOk) : (startStepB p xs bodies f s e m).servedOk := by
   unfold startStepB
   split
   · exact startStep_servedOk p xs f s e m hm
   · exact startBody_servedOk p f s _ _ m hm
 
-theorem startPassB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (ss : List Service)
+theorem startPassB_servedOk (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (ss : List Service)
     (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) : m.servedOk → (startPassB p xs bodies f ss s tried m a).1.servedOk := by
   fun_induction startPassB p xs bodies f ss s tried m a <;> intro hm
   all_goals first
@@ -332,7 +375,7 @@ theorem startPassB_servedOk (p : Program) (xs : List Nat) (bodies : List (List I
     | exact settle_servedOk p _ _ (startStepB_servedOk _ _ _ _ _ _ _ hm)
     | (rename_i ih; exact ih (settle_servedOk p _ _ (startStepB_servedOk _ _ _ _ _ _ _ hm)))
 
-theorem startEnginesB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f n : Nat)
+theorem startEnginesB_servedOk (p : Program) (xs : List Nat) (bodies : List Body) (f n : Nat)
     (tried : List Nat) (m : Machine) : m.servedOk → (startEnginesB p xs bodies f n tried m).servedOk := by
   fun_induction startEnginesB p xs bodies f n tried m <;> intro hm
   all_goals first
@@ -340,14 +383,14 @@ theorem startEnginesB_servedOk (p : Program) (xs : List Nat) (bodies : List (Lis
     | exact startPassB_servedOk p _ _ _ _ _ _ _ _ hm
     | (rename_i ih; exact ih (startPassB_servedOk p _ _ _ _ _ _ _ _ hm))
 
-theorem endOfInstantB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine)
+theorem endOfInstantB_servedOk (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine)
     (hm : m.servedOk) : (endOfInstantB p xs bodies f m).servedOk := by
   simp only [endOfInstantB]
   split
   · exact hm
   · exact startEnginesB_servedOk p _ _ _ _ _ _ hm
 
-theorem loopB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine) :
+theorem loopB_servedOk (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine) :
     m.servedOk → (loopB p xs bodies f m).servedOk := by
   fun_induction loopB p xs bodies f m <;> intro hm
   · exact hm
@@ -358,14 +401,14 @@ theorem loopB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterSt
 
 /-- `runProgram_servedOk` with engines planning from a body: every engine's records are a `ServedChain`
 (a record's `served` is the tokens of the iterations before it). -/
-theorem runProgramB_servedOk (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel : Nat) :
+theorem runProgramB_servedOk (p : Program) (xs : List Nat) (bodies : List Body) (fuel : Nat) :
     (runProgramB p xs bodies fuel).servedOk := by
   unfold runProgramB
   exact loopB_servedOk p _ _ _ _ (endOfInstantB_servedOk p _ _ _ _ (settle_servedOk p _ _ (initial_servedOk p)))
 
 /-- The token rate per record, as a claim reads it, of an engine of constant budget `B` and `execute (a +
 b * batch.tokens)`, whatever its schedule: every record has `served · (a + b·B) ≤ B · start`. -/
-theorem runProgramB_affine_served_rate (p : Program) (xs : List Nat) (bodies : List (List IterStmt))
+theorem runProgramB_affine_served_rate (p : Program) (xs : List Nat) (bodies : List Body)
     (fuel s e B a b : Nat) (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num B)
     (hc : (getEngine p.engines e).cost = .bin .add (.num a) (.bin .mul (.num b) (.stageVar StageVar.tokens))) :
     ∀ r ∈ (getEngineState (runProgramB p xs bodies fuel).engines s).records, r.served * (a + b * B) ≤ B * r.start :=
@@ -374,7 +417,7 @@ theorem runProgramB_affine_served_rate (p : Program) (xs : List Nat) (bodies : L
 
 /-- The same under the tiled `execute` (`runProgramB_tiled_token_rate`): every record has `served · (a·m +
 b·B) ≤ B · start`, `B = g·m`. -/
-theorem runProgramB_tiled_served_rate (p : Program) (xs : List Nat) (bodies : List (List IterStmt))
+theorem runProgramB_tiled_served_rate (p : Program) (xs : List Nat) (bodies : List Body)
     (fuel s e a b g m : Nat) (hg : 0 < g)
     (hs : getService p.stages s = .step e) (hB : (getEngine p.engines e).budget = .num (g * m))
     (hc : (getEngine p.engines e).cost =
@@ -387,7 +430,7 @@ theorem runProgramB_tiled_served_rate (p : Program) (xs : List Nat) (bodies : Li
 
 /-! ### Causality: no turn answered before it started -/
 
-theorem startBody_causal (p : Program) (f s : Nat) (eng : Engine) (body : List IterStmt) (m : Machine) :
+theorem startBody_causal (p : Program) (f s : Nat) (eng : Engine) (body : Body) (m : Machine) :
     m.causal → (startBody p f s eng body m).causal := by
   intro hm
   simp only [startBody]
@@ -396,14 +439,14 @@ theorem startBody_causal (p : Program) (f s : Nat) (eng : Engine) (body : List I
     | exact planBody_causal p _ _ _ _ _ _ _ hm
     | exact Machine.causal_of_threads rfl rfl (planBody_causal p _ _ _ _ _ _ _ hm)
 
-theorem startStepB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f s e : Nat) (m : Machine)
+theorem startStepB_causal (p : Program) (xs : List Nat) (bodies : List Body) (f s e : Nat) (m : Machine)
     (hm : m.causal) : (startStepB p xs bodies f s e m).causal := by
   unfold startStepB
   split
   · exact startStep_causal p xs f s e m hm
   · exact startBody_causal p f s _ _ m hm
 
-theorem startPassB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (ss : List Service)
+theorem startPassB_causal (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (ss : List Service)
     (s : Nat) (tried : List Nat) (m : Machine) (a : Bool) : m.causal → (startPassB p xs bodies f ss s tried m a).1.causal := by
   fun_induction startPassB p xs bodies f ss s tried m a <;> intro hm
   all_goals first
@@ -412,7 +455,7 @@ theorem startPassB_causal (p : Program) (xs : List Nat) (bodies : List (List Ite
     | exact settle_causal p _ _ (startStepB_causal p _ _ _ _ _ _ hm)
     | (rename_i ih; exact ih (settle_causal p _ _ (startStepB_causal p _ _ _ _ _ _ hm)))
 
-theorem startEnginesB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f n : Nat)
+theorem startEnginesB_causal (p : Program) (xs : List Nat) (bodies : List Body) (f n : Nat)
     (tried : List Nat) (m : Machine) : m.causal → (startEnginesB p xs bodies f n tried m).causal := by
   fun_induction startEnginesB p xs bodies f n tried m <;> intro hm
   all_goals first
@@ -420,7 +463,7 @@ theorem startEnginesB_causal (p : Program) (xs : List Nat) (bodies : List (List 
     | exact startPassB_causal p _ _ _ _ _ _ _ _ hm
     | (rename_i ih; exact ih (startPassB_causal p _ _ _ _ _ _ _ _ hm))
 
-theorem endOfInstantB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine) :
+theorem endOfInstantB_causal (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine) :
     m.causal → (endOfInstantB p xs bodies f m).causal := by
   intro hm
   simp only [endOfInstantB]
@@ -428,7 +471,7 @@ theorem endOfInstantB_causal (p : Program) (xs : List Nat) (bodies : List (List 
   · exact hm
   · exact startEnginesB_causal p _ _ _ _ _ _ hm
 
-theorem loopB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (f : Nat) (m : Machine) :
+theorem loopB_causal (p : Program) (xs : List Nat) (bodies : List Body) (f : Nat) (m : Machine) :
     m.causal → (loopB p xs bodies f m).causal := by
   fun_induction loopB p xs bodies f m <;> intro hm
   · exact hm
@@ -443,7 +486,7 @@ theorem loopB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt
 
 /-- `runProgram_causal` with engines planning from a body: in every run of every program, every answered
 turn was answered no earlier than it started. -/
-theorem runProgramB_causal (p : Program) (xs : List Nat) (bodies : List (List IterStmt)) (fuel : Nat) :
+theorem runProgramB_causal (p : Program) (xs : List Nat) (bodies : List Body) (fuel : Nat) :
     ∀ th ∈ (runProgramB p xs bodies fuel).threads, ∀ a ∈ th.answers, a.start ≤ a.answered := by
   intro th hth a ha
   have h : (runProgramB p xs bodies fuel).causal := by

@@ -255,8 +255,16 @@ def readBlock (f : Nat) : List Nat → Option (List Stmt × List Nat)
   | n :: r => readStmts f n r
   | [] => none
 
+def readNats : Nat → List Nat → Option (List Nat × List Nat)
+  | 0, r => some ([], r)
+  | n + 1, x :: r =>
+    match readNats n r with
+    | some (xs, r) => some (x :: xs, r)
+    | none => none
+  | _ + 1, [] => none
+
 /-- `count` statements of an iteration body (`Serq.Kernel.IterStmt`), a branch's blocks each as its
-length then its statements. -/
+length then its statements, a set as its register's place then its value. -/
 def readIterStmts : Nat → Nat → List Nat → Option (List IterStmt × List Nat)
   | 0, _, _ => none
   | _ + 1, 0, r => some ([], r)
@@ -287,19 +295,30 @@ def readIterStmts : Nat → Nat → List Nat → Option (List IterStmt × List N
           | none => none
         | _ => none
       | _ => none
+    | 3 =>
+      match r with
+      | k :: r =>
+        match readExpr f r with
+        | some (e, r) => rest (.set k e) r
+        | none => none
+      | [] => none
     | _ => none
   | _ + 1, _ + 1, [] => none
 
-/-- `count` engines' bodies, each as its length then its statements (`0`: none). -/
-def readBodies (f : Nat) : Nat → List Nat → Option (List (List IterStmt) × List Nat)
+/-- `count` engines' bodies, each as its length then its statements (`0`: none), then its registers'
+count and declared values. -/
+def readBodies (f : Nat) : Nat → List Nat → Option (List Body × List Nat)
   | 0, r => some ([], r)
   | count + 1, n :: r =>
     match readIterStmts f n r with
-    | some (b, r) =>
-      match readBodies f count r with
-      | some (bs, r) => some (b :: bs, r)
+    | some (b, nr :: r) =>
+      match readNats nr r with
+      | some (regs, r) =>
+        match readBodies f count r with
+        | some (bs, r) => some (⟨b, regs⟩ :: bs, r)
+        | none => none
       | none => none
-    | none => none
+    | _ => none
   | _ + 1, [] => none
 
 def readServices : Nat → List Nat → Option (List Service × List Nat)
@@ -317,14 +336,6 @@ def readServices : Nat → List Nat → Option (List Service × List Nat)
     | some (ss, r) => some (.step e :: ss, r)
     | none => none
   | _ + 1, _ => none
-
-def readNats : Nat → List Nat → Option (List Nat × List Nat)
-  | 0, r => some ([], r)
-  | n + 1, x :: r =>
-    match readNats n r with
-    | some (xs, r) => some (x :: xs, r)
-    | none => none
-  | _ + 1, [] => none
 
 /-- `count` expressions. -/
 def readExprs : Nat → Nat → List Nat → Option (List Expr × List Nat)

@@ -528,7 +528,7 @@ def getEngine (l : List Engine) (i : Nat) : Engine :=
     (fun x _ ih i => Nat.casesOn (motive := fun _ => Engine) i x (fun j => ih j)) l i
 
 def getEngineState (l : List EngineState) (i : Nat) : EngineState :=
-  List.rec (motive := fun _ => Nat → EngineState) (fun _ => ⟨[], false, 0, 0, []⟩)
+  List.rec (motive := fun _ => Nat → EngineState) (fun _ => ⟨[], false, 0, 0, [], []⟩)
     (fun x _ ih i => Nat.casesOn (motive := fun _ => EngineState) i x (fun j => ih j)) l i
 
 def setEngineState (l : List EngineState) (i : Nat) (v : EngineState) : List EngineState :=
@@ -1599,7 +1599,7 @@ def emptyPools (xarg : List Nat) : List PoolState :=
 
 def idleEngines.base : List EngineState := []
 
-def idleEngines.step (_ : Service) (ss : List Service) (kfih : List EngineState) : List EngineState := ⟨[], false, 0, 0, []⟩ :: kfih
+def idleEngines.step (_ : Service) (ss : List Service) (kfih : List EngineState) : List EngineState := ⟨[], false, 0, 0, [], []⟩ :: kfih
 
 def idleEngines (xarg : List Service) : List EngineState :=
   List.rec (motive := fun _ => List EngineState) (idleEngines.base)

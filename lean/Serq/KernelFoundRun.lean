@@ -164,7 +164,7 @@ theorem Machine.advanceHolds_kept {p : Program} : ∀ (rs : List Resident) (m : 
          exact Kept.frame (fun h => h) (fun ho => live_put _ _ _ rfl (advancePart_nil_iff _ _ _) ho.1)
            (fun t => Nat.le_refl _) (fun hs => hs.put _))
 
-theorem getEngineState_of_le : ∀ (l : List EngineState) (i : Nat), l.length ≤ i → getEngineState l i = ⟨[], false, 0, 0, []⟩
+theorem getEngineState_of_le : ∀ (l : List EngineState) (i : Nat), l.length ≤ i → getEngineState l i = ⟨[], false, 0, 0, [], []⟩
   | [], i, _ => by cases i <;> rfl
   | _ :: _, 0, h => by simp at h
   | _ :: l, i + 1, h => getEngineState_of_le l i (by simp at h; omega)

@@ -121,7 +121,7 @@ theorem applyTokens_sched (t0 t1 : Nat) : ∀ (rs : List Resident) (gs : List Pr
         · exact applyTokens_sched t0 t1 rs _ x hx
 
 theorem getEngineState_setEngineState_or : ∀ (l : List EngineState) (i : Nat) (v : EngineState),
-    getEngineState (setEngineState l i v) i = v ∨ getEngineState (setEngineState l i v) i = ⟨[], false, 0, 0, []⟩
+    getEngineState (setEngineState l i v) i = v ∨ getEngineState (setEngineState l i v) i = ⟨[], false, 0, 0, [], []⟩
   | [], _, _ => Or.inr rfl
   | _ :: _, 0, _ => Or.inl rfl
   | _ :: xs, i + 1, v => getEngineState_setEngineState_or xs i v

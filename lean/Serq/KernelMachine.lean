@@ -418,13 +418,16 @@ structure Resident where
 
 /-- An engine's state (every stage has one; a stage that is no engine keeps it empty): its
 residents in admission order, whether an iteration runs and when it started, the tokens its
-iterations scheduled so far, its iterations' records (newest first). -/
+iterations scheduled so far, its iterations' records (newest first), and its registers (`state NAME =
+c;`) as its last iteration left them (`[]` before the first: read as declared, `Serq.Kernel.regsNow`; only
+an engine with an iteration body sets them, `Serq.KernelBody`). -/
 structure EngineState where
   residents : List Resident
   busy : Bool
   start : Nat
   served : Nat
   records : List Iteration
+  regs : List Nat
 
 /-- What a timer does when it fires: a delay job ends (its thread resumes), or a fifo stage's, or
 an arrival, or an engine's iteration. -/
@@ -929,7 +932,7 @@ def getEngine : List Engine → Nat → Engine
   | _ :: xs, n + 1 => getEngine xs n
 
 def getEngineState : List EngineState → Nat → EngineState
-  | [], _ => ⟨[], false, 0, 0, []⟩
+  | [], _ => ⟨[], false, 0, 0, [], []⟩
   | x :: _, 0 => x
   | _ :: xs, n + 1 => getEngineState xs n
 

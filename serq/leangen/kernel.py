@@ -19,9 +19,11 @@ pools, and release inside such a hold or of a lease outside; `arrive batch(N)`;
 step engines, one or several (each a stage with its own clauses, residents and records; idle engines plan
 their iterations in the stages' declaration order), with vLLM's default schedule, `exclusive prefill` (the
 engines under it listed beside the program, `KernelProgram.exclusive`: lean/Serq/KernelExclusive.lean) or an
-iteration body of `advance running [only (p)]`, `admit waiting [only (p)] [while (e)]` and `branch`, its guards
-over the running requests, the iteration's tokens so far, `running.preempted` and `waiting.admitted` (the
-bodies beside the program too, `KernelProgram.bodies`: lean/Serq/KernelBody.lean; no registers yet) (`tokens
+iteration body of `advance running [only (p)]`, `admit waiting [only (p)] [while (e)]`, `branch` and `set` (the
+engine's registers, `state NAME = c;`), its guards over the running requests, the iteration's tokens so far,
+`running.preempted`, `waiting.admitted` and the registers (the bodies and the registers' declared values beside
+the program too, `KernelProgram.bodies`, `KernelProgram.registers`: lean/Serq/KernelBody.lean; a register a body
+sets is read in its engine's own clauses and schedule only, one no body sets is a constant) (`tokens
 cap`, `each at most` and `execute` over the engine's context variables, `running.kv_decode` and
 `running.kv_prefill` included outside `execute`, `advance running [only (p)] by (keys)`
 and `admit waiting only (q)`
@@ -92,6 +94,8 @@ STAGE_VARS = {"tokens": 0, "prefilled": 1, "decoders": 2, "residents": 3, "waiti
               "budget_left": 11,  # (`budget_left(S)` where S admits: `Serq.Kernel.admissionStage`)
               "kv_decode": 12, "kv_prefill": 13, "attention2": 14,
               "preempted": 15, "admitted": 16}  # (in a schedule's guards: `Serq.Kernel.guardVars`)
+#: Register k of the engine being lowered is read at place `REGISTERS_AT + k` (`Serq.Kernel.StageVar.registers`).
+REGISTERS_AT = 17
 #: Why `batch.attention` is read only as `floor(batch.attention [/ d])` or `ceil(batch.attention [/ d])`.
 ATTENTION_READS = ("`batch.attention` outside `floor(batch.attention)`, `ceil(batch.attention)` or those of "
                    "`batch.attention / d`: the attention Σ n * (p + n / 2) is a half when a batch's Σ n² is odd, "
@@ -183,6 +187,9 @@ class KernelProgram:
     # schedule, its `only` included, or `exclusive prefill`): `Serq.Kernel.runProgramB`'s `bodies`
     # (lean/Serq/KernelBody.lean)
     bodies: list[tuple] = field(default_factory=list)
+    # per engine, beside `bodies`: its registers' declared values (`state NAME = c;`, in order), each read at
+    # `StageVar.registers + k` (`Serq.Kernel.Body.regs`)
+    registers: list[tuple[int, ...]] = field(default_factory=list)
     admit_via: list[int] = field(default_factory=list)  # per pool: 0, or s + 1 when stage s's engine admits it
     # per pool: 0 `preempt none`; 1 `preempt by` / `lifo`, requeue head; 2 requeue tail
     preempt_modes: list[int] = field(default_factory=list)
@@ -241,9 +248,17 @@ class _Lowering:
         self.engines: list[tuple] = []
         self.exclusive: list[int] = []
         self.bodies: list[tuple] = []
+        self.registers: list[tuple[int, ...]] = []
+        # lowering engine `name`'s clauses and schedule: `(name, {register: its index})`
+        self.own_registers: tuple[str, dict[str, int]] | None = None
+        # every engine's registers that no body sets, by (engine, name): constants, read anywhere
+        self.constant_registers: dict[tuple[str, str], int] = {}
+        # the registers a body sets, by (engine, name): read in that engine's clauses and schedule only
+        self.live_registers: set[tuple[str, str]] = set()
 
     def program(self) -> KernelProgram:
         p, base = self.p, self.base
+        self.declare_registers(p.stages)  # (before the pools: a queue key may read a constant register)
         caps = [self.pool(pool) for pool in p.pools]
         blocks = [pool.block or 0 for pool in p.pools]
         queue_keys = [self.queue_keys(pool) for pool in p.pools]
@@ -278,6 +293,7 @@ class _Lowering:
             init=init, turn_block=turn_block, session=session,
             server=server, sessions=sessions, gap=gap, source=p.source or "", engines=self.engines,
             exclusive=self.exclusive, bodies=self.bodies if any(self.bodies) else [],
+            registers=self.registers if any(self.bodies) else [],
             admit_via=admit_via, preempt_modes=preempt_modes, preempt_keys=preempt_keys, evict_keys=evict_keys,
             trace=trace, reserve_held=[bool(pool.reserve_held) for pool in p.pools])
 
@@ -369,6 +385,24 @@ class _Lowering:
         with self.lowering(waited_readable=True):
             return [self.expr(k, pool.at) for k in pool.queue.keys]
 
+    def declare_registers(self, stages: list) -> None:
+        """Every engine's registers: whole declared values; those its body sets are live, the others
+        constants (read as their declared values wherever the linker lets them be read)."""
+        for stage in stages:
+            svc = stage.service
+            if not isinstance(svc, ir.Step):
+                continue
+            set_names = _set_registers(svc.iteration or [])
+            for r in svc.registers:
+                v = r.init
+                if not float(v).is_integer() or v < 0:
+                    raise _outside(f"register `{r.name}` of engine `{stage.name}` declared {v}: the fragment "
+                                   "computes over the natural numbers", stage.at, self.base)
+                if r.name in set_names:
+                    self.live_registers.add((stage.name, r.name))
+                else:
+                    self.constant_registers[(stage.name, r.name)] = int(v)
+
     def service(self, stage: ir.Stage) -> tuple:
         svc = stage.service
         if stage.count != 1:
@@ -390,12 +424,16 @@ class _Lowering:
         `only`) or any other body (recorded in `bodies`, `iteration_block`; its `Engine` value's `only` none),
         its clauses and serve keys lowered."""
         where = stage.at, self.base
-        if svc.registers:
-            raise _outside(f"registers on engine `{stage.name}`: {_LATER}", *where)
         has_body = svc.iteration is not None and not _is_vllm_with_only(svc.iteration)
         if isinstance(svc.budget, ir.Inf):
             raise _outside(f"`tokens cap inf` on engine `{stage.name}`: the fragment's budgets are whole numbers",
                            *where)
+        with self.lowering(own_registers=(stage.name, {r.name: k for k, r in enumerate(svc.registers)})):
+            return self.engine_clauses(stage, svc, has_body)
+
+    def engine_clauses(self, stage: ir.Stage, svc: ir.Step, has_body: bool) -> tuple:
+        """`engine`'s clauses, body and registers, lowered with the engine's registers readable."""
+        where = stage.at, self.base
         clauses = []
         for name, e in (("tokens cap", svc.budget), ("each at most", svc.chunk), ("execute", svc.cost)):
             with self.lowering(engine_clause=name, pool_state_refused=f"in an engine's `{name}`"):
@@ -427,19 +465,20 @@ class _Lowering:
         if svc.serve.kind == "exclusive_prefill":
             self.exclusive.append(len(self.engines))
         self.bodies.append(self.iteration_block(svc.iteration, stage) if has_body else ())
+        self.registers.append(tuple(int(r.init) for r in svc.registers) if has_body else ())
         self.engines.append(tuple(clauses))
         return ("step", len(self.engines) - 1)
 
     def iteration_block(self, stmts: list, stage: ir.Stage) -> tuple[LStmt, ...]:
         """An engine's iteration body (`Serq.Kernel.IterStmt`): `advance running [only (p)]` a `serve`,
-        `admit waiting [only (p)] [while (e)]` an `admit`, `branch` a `branch`; a guard and a gate read
-        what `Serq.Kernel.guardVars` holds (`GUARD`). A `set` writes a register, which the fragment has
-        not yet."""
+        `admit waiting [only (p)] [while (e)]` an `admit`, `branch` a `branch`, `set NAME = e` a `set` of
+        the register's place; a guard, a gate and a set's value read what `Serq.Kernel.guardVars` holds
+        (`GUARD`) and the registers."""
         out = []
         for s in stmts:
             if s.kind == "set":
-                raise _outside(f"`set {s.name}` in the schedule of engine `{stage.name}`: registers are not in "
-                               f"the fragment yet; {_LATER}", stage.at, self.base)
+                out.append(LStmt("set", (self.own_registers[1][s.name], self.guard(s.value, stage))))
+                continue
             if s.kind == "branch":
                 out.append(LStmt("branch", (self.guard(s.test, stage),),
                                  (self.iteration_block(s.then, stage), self.iteration_block(s.otherwise, stage))))
@@ -711,6 +750,8 @@ class _Lowering:
             raise _outside(f"a draw `~{e.dist}(…)`: the fragment's programs are deterministic", at, self.base)
         if k == "pool_obs":
             return self.pool_observable(e, at)
+        if k == "reg":
+            return self.register(e, at)
         if k == "stage_obs" and e.fn == "budget_left":
             if e.stage.index is not None or e.stage.stage != self.admitting_engine:
                 raise _outside(f"`budget_left({e.stage.stage})` outside the units, reserve and reuse of a hold whose "
@@ -718,6 +759,20 @@ class _Lowering:
                                at, self.base)
             return LExpr("stageVar", (STAGE_VARS["budget_left"],))
         raise _outside(f"the expression `{k}`: {_LATER}", at, self.base)
+
+    def register(self, e: ir.Reg, at) -> LExpr:
+        """Register `e.name` of engine `e.stage`: its declared value when no body sets it; else, in the
+        engine's own clauses and schedule, its place `Serq.Kernel.StageVar.registers + k`, which the plan
+        fills (`Serq.Kernel.Expr.withRegs`)."""
+        key = (e.stage, e.name)
+        if key in self.constant_registers:
+            return LExpr("num", (self.constant_registers[key],))
+        own = self.own_registers
+        if own is None or own[0] != e.stage or self.engine_clause is None:
+            raise _outside(f"register `{e.name}` of engine `{e.stage}`, which its schedule sets, read outside the "
+                           "engine's own clauses and schedule (a pool's queue key or a hold's header): the "
+                           "fragment's pools and holds read the machine, not an engine's plan", at, self.base)
+        return LExpr("stageVar", (REGISTERS_AT + own[1][e.name],))
 
     def pool_observable(self, e: ir.PoolObs, at) -> LExpr:
         """`used`, `free`, `holders`, `queued` or `cachedin` of a pool, read from the machine's pools
@@ -769,6 +824,17 @@ def _lexically_less(keys: list[LExpr], others: list[LExpr]) -> LExpr:
         return first_less
     tie = LExpr("bin", ("eq", keys[0], others[0]))
     return LExpr("bin", ("or", first_less, LExpr("bin", ("and", tie, _lexically_less(keys[1:], others[1:])))))
+
+
+def _set_registers(stmts: list) -> set[str]:
+    """The registers an iteration body sets, in any branch."""
+    out: set[str] = set()
+    for s in stmts:
+        if s.kind == "set":
+            out.add(s.name)
+        elif s.kind == "branch":
+            out |= _set_registers(s.then) | _set_registers(s.otherwise)
+    return out
 
 
 def _is_vllm_with_only(iteration: list) -> bool:
@@ -879,14 +945,18 @@ def lean_iteration_block(stmts, indent: int = 0) -> str:
             return f".serve {_lean_option(s.args[0])}"
         if s.ctor == "admit":
             return f".admit {_lean_option(s.args[0])} {_lean_option(s.args[1])}"
+        if s.ctor == "set":
+            return f".set {s.args[0]} {lean_expr(s.args[1])}"
         return (f".branch {lean_expr(s.args[0])} {lean_iteration_block(s.blocks[0], indent + 1)} "
                 f"{lean_iteration_block(s.blocks[1], indent + 1)}")
     return "[\n" + ",\n".join(pad + stmt(s) for s in stmts) + "]"
 
 
 def lean_bodies(kp: KernelProgram) -> str:
-    """The engines' iteration bodies as a Lean `List (List IterStmt)` (`[]` for an engine without one)."""
-    return "[" + ", ".join(lean_iteration_block(b, 1) for b in kp.bodies) + "]"
+    """The engines' iteration bodies as a Lean `List Body`: each its statements and its registers' declared
+    values (`⟨[], []⟩` for an engine without one)."""
+    return "[" + ", ".join(f"⟨{lean_iteration_block(b, 1)}, [{', '.join(map(str, regs))}]⟩"
+                           for b, regs in zip(kp.bodies, kp.registers, strict=True)) + "]"
 
 
 def _lean_bool(b: bool) -> str:

@@ -210,12 +210,12 @@ def _block_tokens(block, out: list) -> None:
 
 
 #: `Serq.Kernel.IterStmt`'s constructors' tags on a case line (`Serq.Kernel.readIterStmts`).
-_ITER_TAGS = {"serve": 0, "admit": 1, "branch": 2}
+_ITER_TAGS = {"serve": 0, "admit": 1, "branch": 2, "set": 3}
 
 
 def _iteration_tokens(block, out: list) -> None:
     """An engine's iteration body: its length, then each statement (`serve only`, `admit only gate`,
-    `branch test yes no`)."""
+    `branch test yes no`, `set register value`)."""
     out.append(len(block))
     for s in block:
         out.append(_ITER_TAGS[s.ctor])
@@ -223,6 +223,9 @@ def _iteration_tokens(block, out: list) -> None:
             _expr_tokens(s.args[0], out)
             for b in s.blocks:
                 _iteration_tokens(b, out)
+        elif s.ctor == "set":
+            out.append(s.args[0])
+            _expr_tokens(s.args[1], out)
         else:
             for e in s.args:
                 _optional_tokens(e, out)
@@ -291,8 +294,10 @@ def encode_case(case_id: int, observed: KernelObserved, fuel: int = KERNEL_FUEL)
     out.append(len(p.exclusive))
     out.extend(p.exclusive)
     out.append(len(p.bodies))
-    for body in p.bodies:
+    for body, registers in zip(p.bodies, p.registers, strict=True):
         _iteration_tokens(body, out)
+        out.append(len(registers))
+        out.extend(registers)
     out.append(len(observed.sessions))
     for s in observed.sessions:
         for made in (s.answers, s.observations, s.tokens):

@@ -360,28 +360,48 @@ def _running_kv(program: ir.Program, rng: random.Random) -> None:
 def _iteration_body(program: ir.Program, rng: random.Random) -> None:
     """Drawn after everything else (the rest of a seed's program stays what it was): in one program in two
     with a step engine, each engine not under `exclusive prefill`, one in two, plans its iterations from a
-    body of three or four statements: `advance running [only (p)]`, `admit waiting [only (p)] [while (e)]`
-    and `branch (e) { … } else { … }` (blocks of one or two of them, two deep at most), with one `advance
-    running` and one `admit waiting` outside every branch, its gate letting the iteration's first admission
-    through (a body whose guards never admit leaves the engine idle, and its case tests nothing). Guards and gates read what a guard may (`batch.tokens`, `batch.prefilled`, `running.*`,
-    `waiting.count`, `running.preempted`, `waiting.admitted`) against small constants, so that each of them
-    moves within an iteration: served decodes first and the prefills only when they took nothing, one
-    admission an iteration, admissions until a preemption, and so on."""
-    stages = [stage for stage in program.stages
-              if isinstance(stage.service, ir.Step) and stage.service.serve.kind != "exclusive_prefill"]
+    body (`_drawn_body`)."""
+    stages = _body_engines(program)
     if not stages or rng.randrange(2):
         return
-    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
-    # (the iteration's tokens so far thrice: what the statements before a guard did is what a body adds)
-    readable = ["tokens", "tokens", "tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
+    for stage in stages:
+        if rng.randrange(2):
+            continue
+        stage.service.iteration = _drawn_body(rng)
+
+
+def _body_engines(program: ir.Program) -> list:
+    """The step engines a body may be given: those not under `exclusive prefill`."""
+    return [stage for stage in program.stages
+            if isinstance(stage.service, ir.Step) and stage.service.serve.kind != "exclusive_prefill"]
+
+
+#: What a body's guard reads (the iteration's tokens so far thrice: what the statements before a guard did
+#: is what a body adds).
+_GUARD_READS = ["tokens", "tokens", "tokens", "prefilled", "decoders", "residents", "waiting_holds", "kv_decode",
                 "kv_prefill", "preempted", "admitted"]
 
-    def guard():
-        op = rng.choice(["eq", "lt", "gt", "le"])
-        test = _bin(op, ctx(rng.choice(readable)), _num(rng.randint(0, 3)))
-        if rng.randrange(4) == 0:
-            test = _bin(rng.choice(["and", "or"]), test, _bin("eq", ctx(rng.choice(readable)), _num(rng.randint(0, 2))))
-        return test
+
+def _drawn_guard(rng: random.Random) -> ir.Expr:
+    """A guard over what a guard may read, against small constants."""
+    op = rng.choice(["eq", "lt", "gt", "le"])
+    test = _bin(op, ir.Ctx(var=rng.choice(_GUARD_READS)), _num(rng.randint(0, 3)))
+    if rng.randrange(4) == 0:
+        test = _bin(rng.choice(["and", "or"]), test,
+                    _bin("eq", ir.Ctx(var=rng.choice(_GUARD_READS)), _num(rng.randint(0, 2))))
+    return test
+
+
+def _drawn_body(rng: random.Random) -> list:
+    """A body of three or four statements: `advance running [only (p)]`, `admit waiting [only (p)] [while
+    (e)]` and `branch (e) { … } else { … }` (blocks of one or two of them, two deep at most), with one
+    `advance running` and one `admit waiting` outside every branch, its gate letting the iteration's first
+    admission through (a body whose guards never admit leaves the engine idle, and its case tests nothing).
+    Guards and gates read what a guard may (`batch.tokens`, `batch.prefilled`, `running.*`, `waiting.count`,
+    `running.preempted`, `waiting.admitted`) against small constants, so that each of them moves within an
+    iteration: served decodes first and the prefills only when they took nothing, one admission an
+    iteration, admissions until a preemption, and so on."""
+    ctx = lambda var: ir.Ctx(var=var)  # noqa: E731
 
     def only():
         return rng.choice([None, None, *_only_predicates(rng)])
@@ -395,23 +415,99 @@ def _iteration_body(program: ir.Program, rng: random.Random) -> None:
     def plain():
         if rng.randrange(2):
             return ir.IterServe(only=only())
-        return ir.IterAdmit(only=only(), gate=rng.choice([gate(), guard()]))
+        return ir.IterAdmit(only=only(), gate=rng.choice([gate(), _drawn_guard(rng)]))
 
     def statement(depth: int):
         if depth < 2 and rng.randrange(3) == 0:
-            return ir.IterBranch(test=guard(), then=[statement(depth + 1) for _ in range(rng.randint(1, 2))],
+            return ir.IterBranch(test=_drawn_guard(rng), then=[statement(depth + 1) for _ in range(rng.randint(1, 2))],
                                  otherwise=[statement(depth + 1) for _ in range(rng.randint(0, 2))])
         return plain()
 
+    body = [statement(0) for _ in range(rng.randint(1, 2))]
+    # outside every branch, a request is admitted and the residents are served (so that the engine works
+    # whatever its guards read)
+    body.insert(rng.choice([0, rng.randint(0, len(body))]), ir.IterServe(only=rng.choice([None, None, only()])))
+    body.insert(rng.randint(0, len(body)), ir.IterAdmit(only=rng.choice([None, None, only()]), gate=gate()))
+    return body
+
+
+def register_case(rng: random.Random) -> KernelCase | None:
+    """`kernel_case(rng)`'s program with registers, drawn after it (so the seed's program is `kernel_case`'s,
+    and the main generator's seeds and the planted bugs' keep theirs); None when it has no engine a body may
+    be given. Every such engine plans from a body (its own, or one drawn as `_iteration_body` draws) and
+    declares one or two registers (`state r0 = c;`, c from 0 to 2), which its body sets (one to three `set`s
+    at random places, in branches too, the first one time in two at the top followed by a branch on it that
+    serves the decodes first or the prefills first, to a value over the registers and what a guard reads: a round
+    counter `(r + 1) % 3`, the iteration's tokens so far, its admissions, …) and reads: in guards (`r == k`,
+    `r < k`, alone or beside the drawn test), in an `only` beside the drawn predicate, and, one engine in
+    two, in its `tokens cap`, `each at most` or `execute`. No value is ever negative (no subtraction), so
+    ℕ's values are the interpreter's. A try that schedules, preempts and admits nothing undoes its sets:
+    with a set on a path that schedules nothing (a branch whose arm admits nothing) a register can stay
+    where it was, which the run must show."""
+    program = kernel_case(rng).program.model_copy(deep=True)
+    stages = _body_engines(program)
+    if not stages:
+        return None
     for stage in stages:
-        if rng.randrange(2):
-            continue
-        body = [statement(0) for _ in range(rng.randint(1, 2))]
-        # outside every branch, a request is admitted and the residents are served (so that the engine works
-        # whatever its guards read)
-        body.insert(rng.choice([0, rng.randint(0, len(body))]), ir.IterServe(only=rng.choice([None, None, only()])))
-        body.insert(rng.randint(0, len(body)), ir.IterAdmit(only=rng.choice([None, None, only()]), gate=gate()))
-        stage.service.iteration = body
+        engine = stage.service
+        if engine.iteration is None or (len(engine.iteration) == 2 and not any(
+                isinstance(s, ir.IterBranch) for s in engine.iteration) and rng.randrange(2)):
+            engine.iteration = _drawn_body(rng)
+        names = [f"r{k}" for k in range(rng.randint(1, 2))]
+        engine.registers = [ir.Register(name=n, init=rng.randint(0, 2)) for n in names]
+        reg = lambda: ir.Reg(stage=stage.name, name=rng.choice(names))  # noqa: E731
+
+        def value():
+            r = reg()
+            return rng.choice([
+                _bin("mod", _bin("add", r, _num(1)), _num(3)), ir.Call(fn="min", args=[_bin("add", r, _num(1)), _num(2)]),
+                ir.Ctx(var="tokens"), ir.Ctx(var="admitted"), _bin("mod", ir.Ctx(var="residents"), _num(3)),
+                _num(rng.randint(0, 2)), _bin("add", r, ir.Ctx(var="admitted"))])
+
+        def reads_register(test):
+            mine = _bin(rng.choice(["eq", "lt"]), reg(), _num(rng.randint(0, 2)))
+            return rng.choice([mine, _bin(rng.choice(["and", "or"]), test, mine)])
+
+        blocks = [engine.iteration]
+        for s in list(_iteration_stmts(engine.iteration)):
+            if isinstance(s, ir.IterBranch):
+                blocks += [s.then, s.otherwise]
+                if rng.randrange(2):
+                    s.test = reads_register(s.test)
+            elif s.only is not None and rng.randrange(3) == 0:
+                s.only = _bin("or", s.only, _bin("eq", reg(), _num(rng.randint(0, 2))))
+            elif isinstance(s, ir.IterAdmit) and s.gate is not None and rng.randrange(3) == 0:
+                s.gate = _bin("and", s.gate, _bin("lt", reg(), _num(rng.randint(1, 3))))
+        for k in range(rng.randint(1, 3)):
+            # the first, one time in two, at the top, and then a branch on what it set: the decodes first or the
+            # prefills first (a set takes effect at once: the branch reads the register as the set left it)
+            block = engine.iteration if k == 0 and rng.randrange(2) else rng.choice(blocks)
+            if block is engine.iteration and k == 0:
+                name = rng.choice(names)
+                decoding = ir.Ctx(var="decoding")
+                block[:0] = [ir.IterSet(name=name, value=value()),
+                             ir.IterBranch(test=_bin("eq", ir.Reg(stage=stage.name, name=name), _num(rng.randint(0, 1))),
+                                           then=[ir.IterServe(only=decoding)],
+                                           otherwise=[ir.IterServe(only=ir.Unary(op="not", arg=decoding))])]
+            else:
+                block.insert(rng.randint(0, len(block)), ir.IterSet(name=rng.choice(names), value=value()))
+        clause = rng.choice([None, None, None, "budget", "chunk", "cost"])
+        if clause == "budget":
+            engine.budget = _bin("add", _num(rng.randint(1, 3)), _bin("mod", reg(), _num(3)))
+        elif clause == "chunk":
+            engine.chunk = ir.Call(fn="max", args=[_num(1), reg()])
+        elif clause == "cost":
+            engine.cost = _bin("add", _num(1), _bin("mod", reg(), _num(2)))
+    return KernelCase(linked_attributes(program))
+
+
+def _iteration_stmts(stmts: list):
+    """Every statement of an iteration body, branches' blocks included (a branch before its blocks)."""
+    for s in stmts:
+        yield s
+        if isinstance(s, ir.IterBranch):
+            yield from _iteration_stmts(s.then)
+            yield from _iteration_stmts(s.otherwise)
 
 
 def _grows(program: ir.Program, rng: random.Random) -> None:

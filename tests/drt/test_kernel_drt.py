@@ -27,7 +27,8 @@ import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
 from helpers import REPO, report_drt
-from kernel_strategies import computed_count_case, is_traced, kernel_case, kernel_cases, trace_folder
+from kernel_strategies import (computed_count_case, is_traced, kernel_case, kernel_cases, register_case,
+                               trace_folder)
 from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.ir.to_source import relinked, same_program
@@ -41,7 +42,8 @@ from serq.sim.compile import ProgramCompiler
 from serq.sim.engine import Engine
 from serq.sim.pools import PoolMember
 from serq.sim.stages import FifoStage
-from serq.sim.steps import StepStage
+from serq.sim import build as sim_build
+from serq.sim.steps import ADMIT, BRANCH, SERVE, StepStage
 from serq.sim.trace import TraceReplay
 
 KERNEL_DRT_CASES = int(os.environ.get("SERQ_KERNEL_DRT_CASES", "200"))
@@ -496,6 +498,38 @@ def _admissions_not_counted():
     return StepStage, "admit_one", patched
 
 
+def _register_sets_kept():
+    """A planted bug in the engines' registers: a try that schedules, preempts and admits nothing keeps its
+    sets (the interpreter's undo, `saved` in `StepStage.start`, never armed)."""
+    return sim_build, "_sets", lambda stmts: iter(())
+
+
+def _guards_read_registers_as_the_iteration_started():
+    """A planted bug in the engines' registers: a body's `branch` reads its engine's registers as the
+    iteration started, not as the sets before it left them (a copy of `StepStage.run_body` with the bug)."""
+    def run_body(self, stmts, started=None):
+        started = dict(self.regs) if started is None else started
+        for s in stmts:
+            kind = s[0]
+            if kind == SERVE:
+                self.serve(s[1])
+            elif kind == ADMIT:
+                self.admit(s[1], s[2])
+            elif kind == BRANCH:
+                planned = dict(self.regs)
+                self.regs.clear()  # (in place: the compiled guards refer to the dict)
+                self.regs.update(started)
+                try:
+                    taken = self._guard(s[1], s[4])
+                finally:
+                    self.regs.clear()
+                    self.regs.update(planned)
+                run_body(self, s[2] if taken else s[3], started)
+            else:
+                self.regs[s[1]] = s[2](self.E, self)
+    return StepStage, "run_body", run_body
+
+
 def _reuse_unlimited(case: KernelCase, right: KernelObserved) -> list:
     """A planted bug in the holds: an admission consumes all it may of the session's cached prefix,
     whatever its `reuse` clause allows."""
@@ -537,7 +571,12 @@ PLANTED = {"while_runs_once": _by_rewriting(_while_runs_once),
            "grow_ignores_blocks": _by_patching(_grow_ignores_blocks),
            "running_kv_decode_unrounded": _by_patching(_running_kv_decode_unrounded),
            "guards_read_no_tokens": _by_patching(_guards_read_no_tokens),
-           "admissions_not_counted": _by_patching(_admissions_not_counted)}
+           "admissions_not_counted": _by_patching(_admissions_not_counted),
+           "register_sets_kept": _by_patching(_register_sets_kept),
+           "guards_read_registers_as_the_iteration_started": _by_patching(_guards_read_registers_as_the_iteration_started)}
+# the planted bugs whose cases come from `register_case` (the main generator declares no register, so that its
+# seeds keep their programs)
+REGISTER_BUGS = frozenset({"register_sets_kept", "guards_read_registers_as_the_iteration_started"})
 PLANTED_SEARCH = 8000  # seeds tried for a planted bug's cases (the iteration bodies' bugs are the rarest: 2 to 3 in 4000)
 # cases per planted bug among the compiled lines
 PLANTED_WANTED = 4
@@ -561,11 +600,12 @@ def planted_record(bug: str, case: KernelCase, right: KernelObserved) -> KernelO
 
 
 @functools.cache
-def _seeded_run(seed: int) -> tuple[KernelCase, KernelObserved]:
-    """Seed's generated case and what the interpreter records of it, shared by every planted bug that
-    reads the seed (each bug then runs only its own interpreter on it)."""
-    case = kernel_case(random.Random(seed))
-    return case, observe_generated(case)
+def _seeded_run(seed: int, registers: bool = False) -> tuple[KernelCase | None, KernelObserved | None]:
+    """Seed's generated case (`register_case`'s with `registers`, else `kernel_case`'s) and what the
+    interpreter records of it, shared by every planted bug that reads the seed (each bug then runs only its
+    own interpreter on it); (None, None) when `register_case` has none."""
+    case = register_case(random.Random(seed)) if registers else kernel_case(random.Random(seed))
+    return case, None if case is None else observe_generated(case)
 
 
 def search_planted_seeds(bug: str) -> list[int]:
@@ -573,8 +613,8 @@ def search_planted_seeds(bug: str) -> list[int]:
     Fixed seeds, not fresh random ones: whether a bug is exercised must not depend on the run."""
     found: list[int] = []
     for seed in range(PLANTED_SEARCH):
-        case, right = _seeded_run(seed)
-        if planted_record(bug, case, right) is not None:
+        case, right = _seeded_run(seed, bug in REGISTER_BUGS)
+        if case is not None and planted_record(bug, case, right) is not None:
             found.append(seed)
             if len(found) == PLANTED_WANTED:
                 return found
@@ -596,8 +636,8 @@ def _planted_cases(bug: str) -> list[tuple[int, KernelCase, KernelObserved]]:
         raise AssertionError(f"{PLANTED_SEEDS_FILE.name} has no seeds for the planted bug {bug}: run `{REFRESH}`")
     found: list[tuple[int, KernelCase, KernelObserved]] = []
     for seed in seeds:
-        case, right = _seeded_run(seed)
-        wrong = planted_record(bug, case, right)
+        case, right = _seeded_run(seed, bug in REGISTER_BUGS)
+        wrong = None if case is None else planted_record(bug, case, right)
         if wrong is None:
             raise AssertionError(f"seed {seed}'s case no longer exercises the planted bug {bug} (the generator "
                                  f"changed): run `{REFRESH}`")
@@ -725,8 +765,9 @@ def test_a_reproducer_the_language_does_not_say_has_no_source(tmp_path):
 # while (waiting.admitted < 2); advance running;`, as KernelCodec's `readBodies` reads it: one engine, 3
 # statements; a serve (0) with a predicate (1): `or` (11) of `le` (7) of `remaining` (`StageVar` 7) and 3, `eq`
 # (4) of `running.count` (3) and 1; an admit (1) with no predicate (0) and a gate (1): `lt` (6) of
-# `waiting.admitted` (16) and 2; a serve with none. Seed 4's engine (under `exclusive prefill`) has none.
-BODY_TOKENS = {7: [1, 3, 0, 1, 4, 11, 4, 7, 15, 7, 0, 3, 4, 4, 15, 3, 0, 1, 1, 0, 1, 4, 6, 15, 16, 0, 2, 0, 0],
+# `waiting.admitted` (16) and 2; a serve with none; then its registers: none (0). Seed 4's engine (under
+# `exclusive prefill`) has none.
+BODY_TOKENS = {7: [1, 3, 0, 1, 4, 11, 4, 7, 15, 7, 0, 3, 4, 4, 15, 3, 0, 1, 1, 0, 1, 4, 6, 15, 16, 0, 2, 0, 0, 0],
                4: [0]}
 
 
@@ -795,16 +836,21 @@ COMPUTED_COUNT_CASES = 300  # programs with chooses, their counts computed (`com
 COMPUTED_COUNT_KERNEL_CHECKED = 5  # of which `decide +kernel` checks the first
 
 
-def _computed_count_cases(first_seed: int, wanted: int) -> list[tuple[int, KernelCase, KernelObserved]]:
-    """The first `wanted` seeds from `first_seed` whose programs have a choose, with computed counts, and
-    what the interpreter records of each."""
+def _campaign(generator, first_seed: int, wanted: int) -> list[tuple[int, KernelCase, KernelObserved]]:
+    """The first `wanted` seeds from `first_seed` whose programs `generator` gives (it returns None for a seed
+    whose program has nothing to vary), and what the interpreter records of each."""
     items, seed = [], first_seed
     while len(items) < wanted:
-        case = computed_count_case(random.Random(seed))
+        case = generator(random.Random(seed))
         if case is not None:
             items.append((seed, case, observe_generated(case)))
         seed += 1
     return items
+
+
+def _computed_count_cases(first_seed: int, wanted: int) -> list[tuple[int, KernelCase, KernelObserved]]:
+    """The first `wanted` seeds from `first_seed` whose programs have a choose, with computed counts."""
+    return _campaign(computed_count_case, first_seed, wanted)
 
 
 def test_the_interpreter_runs_chooses_with_computed_counts():
@@ -835,6 +881,40 @@ def test_lean_agrees_on_chooses_with_computed_counts(tmp_path):
     assert not failures, failures[0].message[:500]
     report_drt(f"kernel, computed choose counts: {len(items)} generated programs (seeds from {SEED}), compiled, "
                f"{COMPUTED_COUNT_KERNEL_CHECKED} by decide +kernel, 0 divergences; interpreter {python_seconds:.0f} s, Lean {verdict.seconds:.0f} s")
+
+
+# ------------------------------------------------------------------ engines' registers
+REGISTER_CASES = 300  # programs whose engines plan from bodies with registers (`register_case`)
+REGISTER_KERNEL_CHECKED = 5  # of which `decide +kernel` checks the first
+
+
+def test_the_interpreter_runs_engines_with_registers():
+    """Every generated engine a body may be given has registers its body sets and reads, and the runs
+    complete (the ones the planted bugs read included: `register_sets_kept` needs a try undone)."""
+    items = _campaign(register_case, 0, 40)
+    stages = [s for _, case, _ in items for s in case.program.stages if isinstance(s.service, ir.Step)]
+    assert stages and all(s.service.registers for s in stages if s.service.serve.kind != "exclusive_prefill")
+    assert any(isinstance(x, ir.Reg) for s in stages for st in s.service.iteration or []
+               for x in ir.walk(st) if isinstance(st, ir.IterBranch))
+
+
+@pytest.mark.lean
+def test_lean_agrees_on_engines_with_registers(tmp_path):
+    """REGISTER_CASES generated programs whose engines set and read registers, through the compiled driver, the
+    first few by `decide +kernel` too: no divergence (the two planted register bugs ride with the main
+    campaign's planted cases, `REGISTER_BUGS`)."""
+    t0 = time.monotonic()
+    items = _campaign(register_case, SEED, REGISTER_CASES)
+    python_seconds = time.monotonic() - t0
+    verdict = run_compiled(items, tmp_path)
+    assert verdict.unreadable == () and verdict.diverging == (), \
+        f"seeds {sorted(verdict.diverging)[:5]} diverge (register_case(random.Random(seed)))"
+    assert verdict.agreeing == len(items)
+    failures = check_kernel_in_lean(items[:REGISTER_KERNEL_CHECKED])
+    assert not failures, failures[0].message[:500]
+    report_drt(f"kernel, engines' registers: {len(items)} generated programs (seeds from {SEED}), compiled, "
+               f"{REGISTER_KERNEL_CHECKED} by decide +kernel, 0 divergences; interpreter {python_seconds:.0f} s, "
+               f"Lean {verdict.seconds:.0f} s")
 
 
 def test_the_compiled_driver_declares_the_modules_own_definitions():

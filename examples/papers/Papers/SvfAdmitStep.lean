@@ -52,7 +52,7 @@ theorem svfWaiter_thread (s t : Nat) : (svfWaiter s t).thread = s := rfl
 with the sessions `W` waiting, the engine idle without resident, no timer. -/
 def svfFreeM (t sq sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
-  ⟨t + 1, sq, ts, [], [], sts, [⟨0, 0, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+  ⟨t + 1, sq, ts, [], [], sts, [⟨0, 0, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 theorem svfFreeM_pools (t sq sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) :
@@ -131,20 +131,20 @@ def svfAdmitted (x adm : Nat) : Thread :=
 def svfAdmM1 (t sq x a sv arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, setThread ts x (svfAdmitted x (a + 1)), [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[], false, t, sv, recs⟩], a + 2, arr, gs, false, []⟩
+   [⟨[], false, t, sv, recs, []⟩], a + 2, arr, gs, false, []⟩
 
 /-- The machine once the admitted thread ran into its prefill: the engine's one resident, nothing
 scheduled yet. -/
 def svfAdmM2 (t sq x a sv arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨x, 4, false, a + 1, 0, 0⟩], false, t, sv, recs⟩], a + 2, arr, gs, false, []⟩
+   [⟨[⟨x, 4, false, a + 1, 0, 0⟩], false, t, sv, recs, []⟩], a + 2, arr, gs, false, []⟩
 
 /-- The machine once the engine scheduled the prefill's 4 tokens. -/
 def svfAdmM3 (t sq x a sv arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨x, 4, false, a + 1, 4, 0⟩], false, t, sv, recs⟩], a + 2, arr, gs, false, []⟩
+   [⟨[⟨x, 4, false, a + 1, 4, 0⟩], false, t, sv, recs, []⟩], a + 2, arr, gs, false, []⟩
 
 /-- The hold at `j` admitted: out of the queue, `reqs`' unit taken, its thread in its hold's body. The
 queue and the thread list are read at the symbolic index through the hypotheses. -/

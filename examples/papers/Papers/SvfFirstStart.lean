@@ -126,12 +126,12 @@ def svfServing0 : Thread :=
 /-- The machine once session 0 is admitted and its prefill scheduled whole (4 tokens). -/
 def svfM1 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨0, 0, svfServing0 :: ts, [], [], idleStages (svfP (n + 1)).stages, [⟨1, 1, ws, []⟩], false,
-   [⟨[⟨0, 4, false, 1, 4, 0⟩], false, 0, 0, []⟩], 2, n + 1, noProgress (n + 1), false, []⟩
+   [⟨[⟨0, 4, false, 1, 4, 0⟩], false, 0, 0, [], []⟩], 2, n + 1, noProgress (n + 1), false, []⟩
 
 /-- The machine once the first iteration started: busy from 0, its record kept, its end at 1. -/
 def svfM2 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨0, 1, svfServing0 :: ts, [], [⟨1, 0, .iterationEnd 0⟩], idleStages (svfP (n + 1)).stages, [⟨1, 1, ws, []⟩], false,
-   [⟨[⟨0, 4, false, 1, 4, 0⟩], true, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩]⟩], 2, n + 1,
+   [⟨[⟨0, 4, false, 1, 4, 0⟩], true, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩], []⟩], 2, n + 1,
    noProgress (n + 1), false, []⟩
 
 theorem svf_admitOne_first (n f : Nat) (ts : List Thread) (ws : List Waiter) :
@@ -172,7 +172,7 @@ def svfDone0 : Thread :=
 free, the engine idle with no resident, the other holds waiting in serial order. -/
 def svfM3 (n : Nat) (ts : List Thread) (ws : List Waiter) : Kernel.Machine :=
   ⟨1, 1, svfDone0 :: ts, [], [], idleStages (svfP (n + 1)).stages, [⟨0, 0, ws, []⟩], false,
-   [⟨[], false, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩]⟩], 2, n + 1,
+   [⟨[], false, 0, 4, [⟨0, 4, 4, 0, 1, 4, 0, n + 1, 0, 0, 16⟩], []⟩], 2, n + 1,
    ⟨1, 0, 0, 0, 0, 0, false⟩ :: noProgress n, false, []⟩
 
 /-- The first iteration's end (the one timer, at 1) fires and the instant settles: `svfM3`. -/

@@ -95,7 +95,7 @@ structure SvfServing (n : Nat) (m : Kernel.Machine) (served : List Nat) (s k : N
   answered : ∀ t ∈ served, SvfAnswered (getThread m.threads t) t (svfDoneAt 0 served t)
   waiting : ∀ w ∈ W, getThread m.threads w = svfWaiting w 0
   serving : ∃ adm, 0 < adm ∧ getThread m.threads s = svfServingThread s k adm ∧
-    ∃ sv recs, m.engines = [⟨[svfRes s k adm], true, m.now, sv, recs⟩]
+    ∃ sv recs, m.engines = [⟨[svfRes s k adm], true, m.now, sv, recs, []⟩]
   k_lt : k < svfVol s
   clock : m.now + k + 1 = sumNat (svfVols served) + svfVol s
   timer : ∃ q, m.timers = [⟨m.now + 1, q, .iterationEnd 0⟩]

@@ -53,18 +53,18 @@ engine idle, the turn's progress takes the token, nothing ready. -/
 theorem svf_fire_decode (n t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (qs : List Waiter) (recs : List Kernel.Iteration) (gs : List Progress) :
     fire (svfP n) ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, k + 2, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
+      [⟨[⟨s, k + 2, true, adm, 1, 0⟩], true, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
     ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs⟩], admSeq, arr,
+      [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs, []⟩], admSeq, arr,
       setProgress gs s ((getProgress gs s).decodeToken t (t + 1)), false, []⟩ := rfl
 
 /-- The last decode's iteration ends: the resident leaves, its thread is ready. -/
 theorem svf_fire_decode_last (n t sq s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (qs : List Waiter) (recs : List Kernel.Iteration) (gs : List Progress) :
     fire (svfP n) ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, 1, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
+      [⟨[⟨s, 1, true, adm, 1, 0⟩], true, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
     ⟨t + 1, sq, ts, [s], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[], false, t, sv, recs⟩], admSeq, arr,
+      [⟨[], false, t, sv, recs, []⟩], admSeq, arr,
       setProgress gs s ((getProgress gs s).decodeToken t (t + 1)), false, []⟩ := rfl
 
 /-- A prefill's iteration ends (its 4 tokens all scheduled): the resident leaves, its thread is ready,
@@ -72,9 +72,9 @@ the turn's progress takes the prefill's token. -/
 theorem svf_fire_prefill_end (n t sq s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (qs : List Waiter) (recs : List Kernel.Iteration) (gs : List Progress) :
     fire (svfP n) ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
+      [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩ (.iterationEnd 0) =
     ⟨t + 1, sq, ts, [s], [], sts, [⟨1, 1, qs, []⟩], false,
-      [⟨[], false, t, sv, recs⟩], admSeq, arr,
+      [⟨[], false, t, sv, recs, []⟩], admSeq, arr,
       setProgress gs s ((getProgress gs s).prefillToken t (t + 1)), false, []⟩ := rfl
 
 /-! ### No admission while `reqs` is held -/

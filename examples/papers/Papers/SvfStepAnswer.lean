@@ -53,7 +53,7 @@ engine idle without resident, no timer. -/
 def svfEndM (t sq s v adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, setThread ts s (svfDoneV s v adm (t + 1) (svfToks s (getProgress gs s))), [], [], sts,
-    [⟨0, 0, [], []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+    [⟨0, 0, [], []⟩], false, [⟨[], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 /-- The instant of the last token settles: the thread answers and its session ends. -/
 theorem svf_settle_answer (n f t sq s v adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)

@@ -27,20 +27,20 @@ open Serq Kernel
 def svfDecM (t sq q s rem adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t, sq, ts, [], [⟨t + 1, q, .iterationEnd 0⟩], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, rem, true, adm, 1, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+   [⟨[⟨s, rem, true, adm, 1, 0⟩], true, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 /-- The machine after a decode's end at `t + 1` with `k + 1` tokens left, before the engine restarts (the
 turns' progress `gs`). -/
 def svfDecEnd (t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+   [⟨[⟨s, k + 1, true, adm, 0, 0⟩], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 /-- The machine once the engine served the decode its one token (before the iteration's record). -/
 def svfDecServed (t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, k + 1, true, adm, 1, 0⟩], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+   [⟨[⟨s, k + 1, true, adm, 1, 0⟩], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 theorem svf_serveIn_decode (n t sq s k adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :

@@ -40,20 +40,20 @@ theorem svfDec_eq (s adm : Nat) : svfDec s adm = svfDecV s (svfVol s) adm := rfl
 def svfPreM (t sq q s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t, sq, ts, [], [⟨t + 1, q, .iterationEnd 0⟩], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+   [⟨[⟨s, 4, false, adm, 4, 0⟩], true, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 /-- The machine once the prefill ended at `t + 1`: the thread ready, the engine idle without resident. -/
 def svfPreEnd (t sq s _adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState) (W : List Nat)
     (recs : List Kernel.Iteration) (gs : List Progress) : Kernel.Machine :=
   ⟨t + 1, sq, ts, [s], [], sts, [⟨1, 1, svfQueue W, []⟩], false,
-   [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+   [⟨[], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
 
 /-- The ready thread's first step, the thread read by its index. -/
 theorem svf_runReady_one (n f t sq s adm sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :
     runReady (svfP n) (f + 1) (svfPreEnd t sq s adm sv admSeq arr ts sts W recs gs) =
       runReady (svfP n) f (exec (svfP n) f
-        ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+        ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
         (getThread ts s)) := rfl
 
 /-- The thread in its prefill runs `decode (v − 1)` with `v = j + 2`: a decode resident of `j + 1` tokens,
@@ -61,7 +61,7 @@ the thread blocked in its decodes. -/
 theorem svf_exec_decode (n f t sq s j a sv admSeq arr : Nat) (ts : List Thread) (sts : List StageState)
     (W : List Nat) (recs : List Kernel.Iteration) (gs : List Progress) :
     exec (svfP n) (f + 1)
-        ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs⟩], admSeq, arr, gs, false, []⟩
+        ⟨t + 1, sq, ts, [], [], sts, [⟨1, 1, svfQueue W, []⟩], false, [⟨[], false, t, sv, recs, []⟩], admSeq, arr, gs, false, []⟩
         (svfPreV s (j + 2) (a + 1)) =
       svfDecEnd t sq s j (a + 1) sv admSeq arr (setThread ts s (svfDecV s (j + 2) (a + 1))) sts W recs gs := rfl
 
