@@ -33,7 +33,7 @@ from serq.errors import SerqError
 from serq.ir import models as ir
 from serq.ir.to_source import relinked, same_program
 from serq.ir.validate import validate
-from serq.leangen.kernel import recorded_run
+from serq.leangen.kernel import RunNotEnded, recorded_run
 from serq.leangen.kernel_shrink import write_shrunk_reproducer
 from serq.leangen.kernel_drt import (KernelCase, KernelObserved, check_kernel_in_lean, encode_case,
                                      observe_kernel, rerun_line, run_compiled, write_kernel_reproducer)
@@ -604,8 +604,14 @@ def _seeded_run(seed: int, registers: bool = False) -> tuple[KernelCase | None, 
     """Seed's generated case (`register_case`'s with `registers`, else `kernel_case`'s) and what the
     interpreter records of it, shared by every planted bug that reads the seed (each bug then runs only its
     own interpreter on it); (None, None) when `register_case` has none."""
-    case = register_case(random.Random(seed)) if registers else kernel_case(random.Random(seed))
-    return case, None if case is None else observe_generated(case)
+    if not registers:
+        case = kernel_case(random.Random(seed))
+        return case, observe_generated(case)
+    case = register_case(random.Random(seed))
+    try:
+        return case, None if case is None else observe_generated(case)
+    except RunNotEnded:  # (a run the registers steer into never ending: `_campaign`'s `unending`)
+        return None, None
 
 
 def search_planted_seeds(bug: str) -> list[int]:
@@ -836,14 +842,22 @@ COMPUTED_COUNT_CASES = 300  # programs with chooses, their counts computed (`com
 COMPUTED_COUNT_KERNEL_CHECKED = 5  # of which `decide +kernel` checks the first
 
 
-def _campaign(generator, first_seed: int, wanted: int) -> list[tuple[int, KernelCase, KernelObserved]]:
+def _campaign(generator, first_seed: int, wanted: int,
+              unending: list[int] | None = None) -> list[tuple[int, KernelCase, KernelObserved]]:
     """The first `wanted` seeds from `first_seed` whose programs `generator` gives (it returns None for a seed
-    whose program has nothing to vary), and what the interpreter records of each."""
+    whose program has nothing to vary), and what the interpreter records of each. With `unending`, a program
+    whose run is still going at GENERATED_RUN_HORIZON is not compared (Lean's run of it would be cut by its
+    fuel): its seed is put there; without it, such a run fails the test."""
     items, seed = [], first_seed
     while len(items) < wanted:
         case = generator(random.Random(seed))
         if case is not None:
-            items.append((seed, case, observe_generated(case)))
+            try:
+                items.append((seed, case, observe_generated(case)))
+            except RunNotEnded:
+                if unending is None:
+                    raise
+                unending.append(seed)
         seed += 1
     return items
 
@@ -891,7 +905,10 @@ REGISTER_KERNEL_CHECKED = 5  # of which `decide +kernel` checks the first
 
 def test_the_interpreter_runs_engines_with_registers():
     """Every generated engine a body may be given has registers its body sets and reads, and the runs
-    complete (the ones the planted bugs read included: `register_sets_kept` needs a try undone)."""
+    complete (the ones the planted bugs read included: `register_sets_kept` needs a try undone); seed 5453's
+    does not (its engine iterates on, two sessions never drained), and is left out of the comparison."""
+    unending: list[int] = []
+    assert _campaign(register_case, 5453, 1, unending) and unending == [5453]
     items = _campaign(register_case, 0, 40)
     stages = [s for _, case, _ in items for s in case.program.stages if isinstance(s.service, ir.Step)]
     assert stages and all(s.service.registers for s in stages if s.service.serve.kind != "exclusive_prefill")
@@ -905,8 +922,13 @@ def test_lean_agrees_on_engines_with_registers(tmp_path):
     first few by `decide +kernel` too: no divergence (the two planted register bugs ride with the main
     campaign's planted cases, `REGISTER_BUGS`)."""
     t0 = time.monotonic()
-    items = _campaign(register_case, SEED, REGISTER_CASES)
+    unending: list[int] = []
+    items = _campaign(register_case, SEED, REGISTER_CASES, unending)
     python_seconds = time.monotonic() - t0
+    # (registers can steer a run that never ends, seed 5453: a `preempt by (-admission) requeue tail` memory
+    # under a schedule whose arms alternate, its engine iterating on with two sessions never drained; such
+    # runs are few and not compared)
+    assert len(unending) <= REGISTER_CASES // 20, f"{len(unending)} runs do not end: seeds {unending[:5]}"
     verdict = run_compiled(items, tmp_path)
     assert verdict.unreadable == ()
     if verdict.diverging:
@@ -918,7 +940,8 @@ def test_lean_agrees_on_engines_with_registers(tmp_path):
     assert verdict.agreeing == len(items)
     failures = check_kernel_in_lean(items[:REGISTER_KERNEL_CHECKED])
     assert not failures, failures[0].message[:500]
-    report_drt(f"kernel, engines' registers: {len(items)} generated programs (seeds from {SEED}), compiled, "
+    report_drt(f"kernel, engines' registers: {len(items)} generated programs (seeds from {SEED}; {len(unending)} "
+               f"more not compared, their runs not ended by {GENERATED_RUN_HORIZON}), compiled, "
                f"{REGISTER_KERNEL_CHECKED} by decide +kernel, 0 divergences; interpreter {python_seconds:.0f} s, "
                f"Lean {verdict.seconds:.0f} s")
 
