@@ -72,6 +72,14 @@ def test_hand_written_entry_values_stand_in_an_eviction_key_only(var):
     _refused(d, f"`{var}` is not available at queue key")
 
 
+def test_hand_written_register_declared_twice_is_refused():
+    d = json.loads(ir.to_json(link_file(REPO / "examples/scheduling/decode_rounds.sq")))
+    validate(ir.Program.model_validate(d))
+    step = d["stages"][0]["service"]
+    step["registers"].append({"name": "k", "init": 1})
+    _refused(d, "register `k` is declared twice")
+
+
 def test_hand_written_unknown_stage_is_refused():
     d = _mg1()
     d["server"][0]["stages"][0]["stage"] = "nowhere"

@@ -60,7 +60,7 @@ def test_the_registers_plan_each_iteration_as_computed_by_hand(tmp_path):
 def _sets_kept(monkeypatch) -> None:
     """The interpreter with a planted bug: a try that does nothing keeps its sets."""
     import serq.sim.build as build
-    monkeypatch.setattr(build, "_sets", lambda stmts: iter(()))
+    monkeypatch.setattr(build, "registers_set", lambda iteration: set())
 
 
 def test_a_try_that_does_nothing_is_undone_with_its_sets(tmp_path, monkeypatch):

@@ -96,6 +96,12 @@ def test_decode_first_and_by_orders():
     assert _step(_ir(engine_program(schedule=s)))["serve"]["keys"] == [{"kind": "ctx", "var": "remaining"}]
 
 
+def test_a_register_declared_twice_is_refused_at_the_second():
+    err = refused(engine_program(extra="state k = 0; state k = 1;"))
+    assert "engine `llm` declares `state k` twice (first at" in err.message
+    assert ": a register has one starting value" in err.message
+
+
 def test_any_other_schedule_is_the_iteration_body_with_registers():
     s = ("branch (phase == 0) { advance running; set phase = 1; } else { admit waiting taking reqs (1), kv (p); "
          "set phase = 0; }")

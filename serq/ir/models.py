@@ -557,6 +557,11 @@ class Program(Node):
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
+def registers_set(iteration: list) -> set[str]:
+    """The registers an engine's iteration body writes: its `set`s' names, in any branch."""
+    return {n.name for s in iteration for n in walk(s) if isinstance(n, IterSet)}
+
+
 def walk(node):
     """Every IR node under `node` (itself included): expressions, references and statements."""
     stack = [node]

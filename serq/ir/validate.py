@@ -110,6 +110,9 @@ class _Validator:
             self._expr(s.capacity, M.PS_CAPACITY, w, number=True)
         elif isinstance(s, ir.Step):
             regs = {r.name for r in s.registers}
+            if len(regs) != len(s.registers):
+                twice = sorted({r.name for r in s.registers if [q.name for q in s.registers].count(r.name) > 1})
+                raise w.error(f"register `{twice[0]}` is declared twice: a register has one starting value")
             self._expr(s.budget, M.STEP_BUDGET, w, number=True, stage=st.name, regs=regs)
             self._expr(s.cost, M.STEP_COST, w, number=True, stage=st.name, regs=regs)
             self._expr(s.chunk, M.STEP_CHUNK, w, number=True, stage=st.name, regs=regs)

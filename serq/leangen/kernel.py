@@ -392,7 +392,7 @@ class _Lowering:
             svc = stage.service
             if not isinstance(svc, ir.Step):
                 continue
-            set_names = _set_registers(svc.iteration or [])
+            set_names = ir.registers_set(svc.iteration or [])
             for r in svc.registers:
                 v = r.init
                 if not float(v).is_integer() or v < 0:
@@ -824,17 +824,6 @@ def _lexically_less(keys: list[LExpr], others: list[LExpr]) -> LExpr:
         return first_less
     tie = LExpr("bin", ("eq", keys[0], others[0]))
     return LExpr("bin", ("or", first_less, LExpr("bin", ("and", tie, _lexically_less(keys[1:], others[1:])))))
-
-
-def _set_registers(stmts: list) -> set[str]:
-    """The registers an iteration body sets, in any branch."""
-    out: set[str] = set()
-    for s in stmts:
-        if s.kind == "set":
-            out.add(s.name)
-        elif s.kind == "branch":
-            out |= _set_registers(s.then) | _set_registers(s.otherwise)
-    return out
 
 
 def _is_vllm_with_only(iteration: list) -> bool:

@@ -109,7 +109,12 @@ def lower_engine(engine: Engine, expand_defs, const_value) -> A.StepStageDecl:
     if d.execute is None:
         raise err(f"engine `{engine.name}` has no `execute (…)`: the batch's time", d.span)
     engine.registers = {n for n, _, _ in d.states}
+    declared: dict[str, object] = {}
     for name, value, span in d.states:
+        if name in declared:
+            raise err(f"engine `{engine.name}` declares `state {name}` twice (first at "
+                      f"{declared[name].line}:{declared[name].col}): a register has one starting value", span)
+        declared[name] = span
         if const_value(value) is None:
             raise err(f"`state {name} = …` starts at a constant", span)
     budget = engine_value(expand_defs(d.tokens), engine, "tokens")

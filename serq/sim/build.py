@@ -6,6 +6,7 @@ import math
 from heapq import heappush
 
 from serq.ir import models as ir
+from serq.ir.models import registers_set
 from serq.link.fold import fold
 from serq.sim.compile import CompileError, Env, ProgramCompiler, resolve
 from serq.sim.errors import RunError, shown as _num
@@ -524,18 +525,9 @@ def _step_spec(pc, st) -> StepSpec:
         keys_dynamic=dynamic,
         exclusive=svc.serve.kind == "exclusive_prefill",
         body=body(svc.iteration) if svc.iteration is not None else None,
-        sets=svc.iteration is not None and any(_sets(svc.iteration)),
+        sets=svc.iteration is not None and bool(registers_set(svc.iteration)),
         registers={r.name: float(r.init) for r in svc.registers},
     )
-
-
-def _sets(stmts):
-    for s in stmts:
-        if s.kind == "set":
-            yield True
-        elif s.kind == "branch":
-            yield from _sets(s.then)
-            yield from _sets(s.otherwise)
 
 
 def _resolve_spec(spec: StepSpec, ns) -> StepSpec:

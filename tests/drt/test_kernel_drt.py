@@ -500,8 +500,8 @@ def _admissions_not_counted():
 
 def _register_sets_kept():
     """A planted bug in the engines' registers: a try that schedules, preempts and admits nothing keeps its
-    sets (the interpreter's undo, `saved` in `StepStage.start`, never armed)."""
-    return sim_build, "_sets", lambda stmts: iter(())
+    sets (the interpreter's undo, `saved` in `StepStage.start`, never armed: the interpreter's build sees no set)."""
+    return sim_build, "registers_set", lambda iteration: set()
 
 
 def _guards_read_registers_as_the_iteration_started():
